@@ -1,0 +1,149 @@
+"""The one interface every workload adapter implements (Kueue's integration pattern).
+
+An adapter knows one root kind: from the root object (and the owner chain between it and
+the pod) it says which gang the pod belongs to, how big the gang is, and which members are
+created later. It never talks to the API and never mutates anything.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gang.kinds import Kind, split_api_version
+from gang.resources import format_requests, pod_requests
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ExpectedMember:
+    """Members still to come, as a first-stage pod announces them to the gate controller."""
+
+    role: str
+    count: int
+    requests: Mapping[str, str]
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Any, ...] = ()
+    affinity: Mapping[str, Any] | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "role": self.role,
+            "count": self.count,
+            "requests": dict(self.requests),
+            "nodeSelector": dict(self.node_selector),
+            "tolerations": list(self.tolerations),
+            "affinity": dict(self.affinity) if self.affinity else None,
+        }
+
+
+@dataclass(frozen=True)
+class Membership:
+    """An adapter's answer for one pod. ``size`` counts every member, later ones included."""
+
+    member: bool
+    reason: str
+    group: str = ""
+    size: int = 0
+    late: bool = False
+    expected: tuple[ExpectedMember, ...] = ()
+
+
+def not_member(reason: str) -> Membership:
+    return Membership(member=False, reason=reason)
+
+
+class Chain:
+    """The pod's owners, nearest first; the last one is the root."""
+
+    def __init__(self, objects: list[Obj]) -> None:
+        self.objects = objects
+
+    @property
+    def root(self) -> Obj:
+        return self.objects[-1]
+
+    def find(self, group: str, kind: str) -> Obj | None:
+        """The nearest owner of that kind (e.g. the JobSet of a TrainJob)."""
+        for obj in self.objects:
+            if obj.get("kind") == kind and split_api_version(str(obj.get("apiVersion", "")))[0] == group:
+                return obj
+        return None
+
+
+class WorkloadAdapter(ABC):
+    """One root kind. Subclasses are small; shared arithmetic lives in the helpers below."""
+
+    kind: Kind
+    # None: any version of the kind; otherwise the versions this adapter serves.
+    api_versions: tuple[str, ...] | None = None
+    # Owner kinds reached from this kind's objects through a reference *without*
+    # ``controller: true`` because the operator never sets the flag.
+    non_controller_owners: frozenset[tuple[str, str]] = frozenset()
+
+    @abstractmethod
+    def membership(self, pod: Obj, chain: Chain) -> Membership:
+        """Which gang ``pod`` belongs to, given its owner chain (root last)."""
+
+    @abstractmethod
+    def pod_count(self, root: Obj) -> int | None:
+        """How many pods the root's spec creates, or None when the spec does not say."""
+
+    def native_scheduler(self, root: Obj) -> str | None:
+        """A reason when the root uses an operator-native gang scheduler we must not fight."""
+        return None
+
+
+# --- helpers shared by adapters -------------------------------------------------------
+
+
+def spec(obj: Obj | None) -> Obj:
+    value = (obj or {}).get("spec")
+    return value if isinstance(value, dict) else {}
+
+
+def name_of(obj: Obj | None) -> str:
+    return str(((obj or {}).get("metadata") or {}).get("name") or "")
+
+
+def labels_of(obj: Obj | None) -> dict[str, str]:
+    value = ((obj or {}).get("metadata") or {}).get("labels")
+    return value if isinstance(value, dict) else {}
+
+
+def as_int(value: Any, default: int) -> int:
+    """An integer field of a spec; absent, malformed or negative values give ``default``."""
+    if isinstance(value, bool) or value is None:
+        return default
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return default
+    return number if number >= 0 else default
+
+
+def mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def expected_from_template(role: str, count: int, template: Any) -> ExpectedMember:
+    """Expected members stamped from a pod template (JobSet, MPI launcher, LWS workers)."""
+    pod_spec = spec(mapping(template))
+    return ExpectedMember(
+        role=role,
+        count=count,
+        requests=format_requests(pod_requests(pod_spec)),
+        node_selector=mapping(pod_spec.get("nodeSelector")),
+        tolerations=tuple(pod_spec.get("tolerations") or ()),
+        affinity=mapping(pod_spec.get("affinity")) or None,
+    )
+
+
+def job_pods(job_spec: Obj) -> int:
+    """Pods a batch Job runs at once: min(parallelism (default 1), completions)."""
+    parallelism = as_int(job_spec.get("parallelism"), 1)
+    completions = job_spec.get("completions")
+    return parallelism if completions is None else min(parallelism, as_int(completions, parallelism))

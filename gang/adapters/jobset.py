@@ -1,0 +1,95 @@
+"""JobSet (jobset.x-k8s.io) and TrainJob (trainer.kubeflow.org), which runs as a JobSet.
+
+Pods come from Jobs stamped out of ``spec.replicatedJobs``. Replicated jobs with
+``dependsOn`` (or all but the first under ``startupPolicyOrder: InOrder``) start later; pods
+of the first stage announce them. A JobSet restart recreates every Job with a new
+``restart-attempt`` label, which starts a new gang.
+"""
+
+from __future__ import annotations
+
+from gang.adapters.base import (
+    Chain,
+    Membership,
+    Obj,
+    WorkloadAdapter,
+    as_int,
+    expected_from_template,
+    job_pods,
+    labels_of,
+    mapping,
+    name_of,
+    not_member,
+    spec,
+)
+from gang.kinds import Kind
+
+GROUP = "jobset.x-k8s.io"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
+
+
+def _replicated_jobs(jobset_spec: Obj) -> list[Obj]:
+    return [mapping(r) for r in jobset_spec.get("replicatedJobs") or [] if isinstance(r, dict)]
+
+
+def _pods(replicated_job: Obj) -> int:
+    job_spec = spec(mapping(replicated_job.get("template")))
+    return as_int(replicated_job.get("replicas"), 1) * job_pods(job_spec)
+
+
+def _later(jobset_spec: Obj) -> list[Obj]:
+    jobs = _replicated_jobs(jobset_spec)
+    in_order = mapping(jobset_spec.get("startupPolicy")).get("startupPolicyOrder") == "InOrder"
+    return [r for i, r in enumerate(jobs) if r.get("dependsOn") or (in_order and i > 0)]
+
+
+def jobset_pod_count(jobset_spec: Obj) -> int:
+    return sum(_pods(r) for r in _replicated_jobs(jobset_spec))
+
+
+def jobset_membership(pod: Obj, chain: Chain, jobset: Obj, group: str) -> Membership:
+    jobset_spec = spec(jobset)
+    job = chain.find("batch", "Job")
+    labels = {**labels_of(job), **labels_of(pod)}
+    replicated = labels.get(REPLICATED_JOB_LABEL)
+    if replicated is None:
+        return not_member(f"pod carries no {REPLICATED_JOB_LABEL} label")
+    attempt = as_int(labels.get(RESTART_ATTEMPT_LABEL), 0)
+    if attempt:
+        group = f"{group}-r{attempt}"
+    size = jobset_pod_count(jobset_spec)
+    later = _later(jobset_spec)
+    if any(r.get("name") == replicated for r in later):
+        return Membership(True, f"replicated job {replicated} starts later", group, size, late=True)
+    expected = tuple(
+        expected_from_template(str(r.get("name")), _pods(r), spec(mapping(r.get("template"))).get("template"))
+        for r in later
+    )
+    reason = f"replicated job {replicated}: first stage" + (f", {len(later)} later stage(s)" if later else "")
+    return Membership(True, reason, group, size, expected=expected)
+
+
+class JobSetAdapter(WorkloadAdapter):
+    kind = Kind(GROUP, "JobSet", "jobsets")
+
+    def pod_count(self, root: Obj) -> int | None:
+        return jobset_pod_count(spec(root))
+
+    def membership(self, pod: Obj, chain: Chain) -> Membership:
+        return jobset_membership(pod, chain, chain.root, name_of(chain.root))
+
+
+class TrainJobAdapter(WorkloadAdapter):
+    """The opt-in is read on the TrainJob; the gang is computed from its JobSet."""
+
+    kind = Kind("trainer.kubeflow.org", "TrainJob", "trainjobs")
+
+    def pod_count(self, root: Obj) -> int | None:
+        return None  # the runtime decides the pods; validated against the JobSet at admission
+
+    def membership(self, pod: Obj, chain: Chain) -> Membership:
+        jobset = chain.find(GROUP, "JobSet")
+        if jobset is None:
+            return not_member("no JobSet between the pod and its TrainJob")
+        return jobset_membership(pod, chain, jobset, name_of(chain.root))

@@ -1,0 +1,50 @@
+"""MPIJob kubeflow.org/v2beta1 (mpi-operator).
+
+Workers are owned by the MPIJob; the launcher pod by the Job ``<name>-launcher``. Under
+``launcherCreationPolicy: WaitForWorkersReady`` the launcher comes only after every worker
+is Ready, so gating the workers until it exists would deadlock: workers announce it instead.
+"""
+
+from __future__ import annotations
+
+from gang.adapters.base import (
+    Chain,
+    Membership,
+    Obj,
+    WorkloadAdapter,
+    as_int,
+    expected_from_template,
+    labels_of,
+    mapping,
+    name_of,
+    spec,
+)
+from gang.adapters.training import GROUP, min_available
+from gang.kinds import Kind
+
+ROLE_LABEL = "training.kubeflow.org/job-role"
+
+
+def _replica(job_spec: Obj, name: str) -> Obj:
+    return mapping(mapping(job_spec.get("mpiReplicaSpecs")).get(name))
+
+
+class MPIJobV2Adapter(WorkloadAdapter):
+    kind = Kind(GROUP, "MPIJob", "mpijobs")
+    api_versions = ("v2beta1",)
+
+    def pod_count(self, root: Obj) -> int | None:
+        return as_int(_replica(spec(root), "Worker").get("replicas"), 0) + 1
+
+    def membership(self, pod: Obj, chain: Chain) -> Membership:
+        job_spec = spec(chain.root)
+        size = min_available(job_spec) or self.pod_count(chain.root) or 1
+        group = name_of(chain.root)
+        launcher = labels_of(pod).get(ROLE_LABEL) == "launcher" or chain.find("batch", "Job") is not None
+        if job_spec.get("launcherCreationPolicy") != "WaitForWorkersReady":
+            return Membership(True, "MPIJob: launcher and workers are created together", group, size)
+        if launcher:
+            return Membership(True, "MPIJob launcher: late member (WaitForWorkersReady)", group, size, late=True)
+        expected = expected_from_template("launcher", 1, _replica(job_spec, "Launcher").get("template"))
+        return Membership(True, "MPIJob worker: first stage, the launcher follows once workers are Ready",
+                          group, size, expected=(expected,))

@@ -1,0 +1,94 @@
+"""KubeRay: RayCluster, RayJob and RayService. The gang is the RayCluster's pods: one head
+plus the workers of every group, all created together. The RayJob submitter pod is created
+after the cluster is ready and is not part of the gang."""
+
+from __future__ import annotations
+
+from gang.adapters.base import (
+    Chain,
+    Membership,
+    Obj,
+    WorkloadAdapter,
+    as_int,
+    labels_of,
+    mapping,
+    name_of,
+    not_member,
+    spec,
+)
+from gang.kinds import Kind
+
+GROUP = "ray.io"
+SCHEDULER_LABEL = "ray.io/scheduler-name"
+
+
+def cluster_pods(cluster_spec: Obj) -> int:
+    """1 head + Σ clamp(replicas, min, max) × numOfHosts; minReplicas under in-tree autoscaling."""
+    autoscaling = cluster_spec.get("enableInTreeAutoscaling") is True
+    total = 1
+    for group in cluster_spec.get("workerGroupSpecs") or []:
+        group = mapping(group)
+        low = as_int(group.get("minReplicas"), 0)
+        high = as_int(group.get("maxReplicas"), 2**31)
+        wanted = low if autoscaling else as_int(group.get("replicas"), 0)
+        total += max(low, min(wanted, high)) * max(as_int(group.get("numOfHosts"), 1), 1)
+    return total
+
+
+def _native(obj: Obj | None, kind: str) -> str | None:
+    scheduler = labels_of(obj).get(SCHEDULER_LABEL)
+    return f"{kind} uses the KubeRay batch scheduler {scheduler}" if scheduler else None
+
+
+def _cluster_membership(chain: Chain, cluster_spec: Obj, group: str) -> Membership:
+    if chain.find(GROUP, "RayCluster") is None:
+        return not_member("not a RayCluster pod (the RayJob submitter is created after the cluster is ready)")
+    size = cluster_pods(cluster_spec)
+    return Membership(True, f"RayCluster: head and workers ({size} pods) are created together", group, size)
+
+
+class RayClusterAdapter(WorkloadAdapter):
+    kind = Kind(GROUP, "RayCluster", "rayclusters")
+
+    def pod_count(self, root: Obj) -> int | None:
+        return cluster_pods(spec(root))
+
+    def membership(self, pod: Obj, chain: Chain) -> Membership:
+        return _cluster_membership(chain, spec(chain.root), name_of(chain.root))
+
+    def native_scheduler(self, root: Obj) -> str | None:
+        return _native(root, "RayCluster")
+
+
+class RayJobAdapter(WorkloadAdapter):
+    kind = Kind(GROUP, "RayJob", "rayjobs")
+
+    def pod_count(self, root: Obj) -> int | None:
+        cluster_spec = mapping(spec(root).get("rayClusterSpec"))
+        return cluster_pods(cluster_spec) if cluster_spec else None
+
+    def membership(self, pod: Obj, chain: Chain) -> Membership:
+        cluster = chain.find(GROUP, "RayCluster")
+        cluster_spec = spec(cluster) or mapping(spec(chain.root).get("rayClusterSpec"))
+        return _cluster_membership(chain, cluster_spec, name_of(chain.root))
+
+    def native_scheduler(self, root: Obj) -> str | None:
+        return _native(root, "RayJob")
+
+
+class RayServiceAdapter(WorkloadAdapter):
+    """An upgrade makes a second RayCluster next to the first: one gang per RayCluster."""
+
+    kind = Kind(GROUP, "RayService", "rayservices")
+
+    def pod_count(self, root: Obj) -> int | None:
+        cluster_spec = mapping(spec(root).get("rayClusterConfig"))
+        return cluster_pods(cluster_spec) if cluster_spec else None
+
+    def membership(self, pod: Obj, chain: Chain) -> Membership:
+        cluster = chain.find(GROUP, "RayCluster")
+        cluster_spec = spec(cluster) or mapping(spec(chain.root).get("rayClusterConfig"))
+        return _cluster_membership(chain, cluster_spec, name_of(cluster))
+
+    def native_scheduler(self, root: Obj) -> str | None:
+        return _native(root, "RayService")

@@ -1,0 +1,153 @@
+"""SparkApplication and ScheduledSparkApplication (kubeflow spark-operator).
+
+The driver is created first; the driver creates the executors once it runs. So the driver
+is a first-stage member announcing the executors as expected members, and every executor
+is a late member of the same gang. Executor size follows Spark's own arithmetic.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from gang.adapters.base import (
+    Chain,
+    ExpectedMember,
+    Membership,
+    Obj,
+    WorkloadAdapter,
+    as_int,
+    labels_of,
+    mapping,
+    name_of,
+    not_member,
+    spec,
+)
+from gang.kinds import Kind
+from gang.quantity import QuantityError, parse_quantity
+from gang.resources import format_requests
+
+GROUP = "sparkoperator.k8s.io"
+ROLE_LABEL = "spark-role"
+MIB = Decimal(2**20)
+MIN_OVERHEAD_MIB = Decimal(384)
+_JVM_UNITS = {"k": Decimal(1) / 1024, "m": Decimal(1), "g": Decimal(1024), "t": Decimal(1024**2)}
+
+
+def jvm_memory_mib(value: object) -> Decimal | None:
+    """Spark memory strings ('4g', '512m', '1024' = MiB) in MiB; None if unreadable."""
+    text = str(value or "").strip().lower().removesuffix("b")
+    if not text:
+        return None
+    unit = _JVM_UNITS.get(text[-1])
+    number = text[:-1] if unit is not None else text
+    try:
+        return Decimal(number) * (unit if unit is not None else 1)
+    except ArithmeticError:
+        return None
+
+
+def _conf(app_spec: Obj) -> dict[str, str]:
+    return {str(k): str(v) for k, v in mapping(app_spec.get("sparkConf")).items()}
+
+
+def executor_count(app_spec: Obj) -> int:
+    """spec.executor.instances (default 1); under dynamic allocation also initial/min executors."""
+    conf = _conf(app_spec)
+    executor = mapping(app_spec.get("executor"))
+    count = as_int(executor.get("instances"), as_int(conf.get("spark.executor.instances"), 1))
+    dynamic = mapping(app_spec.get("dynamicAllocation"))
+    if dynamic.get("enabled") is True or conf.get("spark.dynamicAllocation.enabled", "").lower() == "true":
+        for field in ("initialExecutors", "minExecutors"):
+            count = max(count, as_int(dynamic.get(field), as_int(conf.get(f"spark.dynamicAllocation.{field}"), 0)))
+    return count
+
+
+def executor_requests(app_spec: Obj) -> dict[str, str]:
+    """cpu = coreRequest or cores; memory = memory + overhead; GPUs from executor.gpu."""
+    conf = _conf(app_spec)
+    executor = mapping(app_spec.get("executor"))
+    requests: dict[str, Decimal] = {}
+    try:
+        requests["cpu"] = parse_quantity(executor.get("coreRequest") or executor.get("cores") or 1)
+    except QuantityError:
+        requests["cpu"] = Decimal(1)
+    memory = jvm_memory_mib(executor.get("memory") or conf.get("spark.executor.memory") or "1g")
+    if memory is not None:
+        overhead = jvm_memory_mib(executor.get("memoryOverhead") or conf.get("spark.executor.memoryOverhead"))
+        if overhead is None:
+            python = str(app_spec.get("type", "")).lower() in ("python", "r")
+            factor_text = app_spec.get("memoryOverheadFactor") or conf.get("spark.kubernetes.memoryOverheadFactor")
+            try:
+                factor = Decimal(str(factor_text)) if factor_text else Decimal("0.4" if python else "0.1")
+            except ArithmeticError:
+                factor = Decimal("0.4" if python else "0.1")
+            overhead = max(MIN_OVERHEAD_MIB, (factor * memory).to_integral_value(rounding="ROUND_FLOOR"))
+        requests["memory"] = ((memory + overhead) * MIB).to_integral_value()
+    gpu = mapping(executor.get("gpu"))
+    if gpu.get("name"):
+        requests[str(gpu["name"])] = Decimal(as_int(gpu.get("quantity"), 1))
+    return format_requests(requests)
+
+
+def _executors(app_spec: Obj, count: int) -> ExpectedMember:
+    executor = mapping(app_spec.get("executor"))
+    return ExpectedMember(
+        role="executor",
+        count=count,
+        requests=executor_requests(app_spec),
+        node_selector={**mapping(app_spec.get("nodeSelector")), **mapping(executor.get("nodeSelector"))},
+        tolerations=tuple(executor.get("tolerations") or ()),
+        affinity=mapping(executor.get("affinity")) or None,
+    )
+
+
+def spark_membership(pod: Obj, app: Obj) -> Membership:
+    """Shared by both Spark kinds: the SparkApplication run defines the gang."""
+    app_spec = spec(app)
+    executors = executor_count(app_spec)
+    group, size = name_of(app), 1 + executors
+    if labels_of(pod).get(ROLE_LABEL) == "executor":
+        return Membership(True, "Spark executor: late member, created by the driver", group, size, late=True)
+    if labels_of(pod).get(ROLE_LABEL) == "driver":
+        expected = (_executors(app_spec, executors),) if executors else ()
+        return Membership(True, f"Spark driver: first stage, expects {executors} executor(s)", group, size,
+                          expected=expected)
+    return not_member(f"pod has no {ROLE_LABEL} label of driver or executor")
+
+
+def _batch_scheduler(app: Obj) -> str | None:
+    scheduler = spec(app).get("batchScheduler")
+    return f"SparkApplication uses spec.batchScheduler={scheduler}" if scheduler else None
+
+
+class SparkApplicationAdapter(WorkloadAdapter):
+    kind = Kind(GROUP, "SparkApplication", "sparkapplications")
+    non_controller_owners = frozenset({(GROUP, "ScheduledSparkApplication")})
+
+    def membership(self, pod: Obj, chain: Chain) -> Membership:
+        return spark_membership(pod, chain.root)
+
+    def pod_count(self, root: Obj) -> int | None:
+        return 1 + executor_count(spec(root))
+
+    def native_scheduler(self, root: Obj) -> str | None:
+        return _batch_scheduler(root)
+
+
+class ScheduledSparkApplicationAdapter(WorkloadAdapter):
+    """Opt-in on the schedule, one gang per run (the SparkApplication it created)."""
+
+    kind = Kind(GROUP, "ScheduledSparkApplication", "scheduledsparkapplications")
+
+    def membership(self, pod: Obj, chain: Chain) -> Membership:
+        app = chain.find(GROUP, "SparkApplication")
+        if app is None:
+            return not_member("no SparkApplication between the pod and its ScheduledSparkApplication")
+        return spark_membership(pod, app)
+
+    def pod_count(self, root: Obj) -> int | None:
+        return 1 + executor_count(mapping(spec(root).get("template")))
+
+    def native_scheduler(self, root: Obj) -> str | None:
+        scheduler = mapping(spec(root).get("template")).get("batchScheduler")
+        return f"ScheduledSparkApplication uses spec.template.batchScheduler={scheduler}" if scheduler else None

@@ -1,0 +1,177 @@
+"""Configuration: one YAML file plus KUBENEXUS_* environment overrides, validated at start.
+
+Every setting has one row in ``_FIELDS`` (YAML path, parser, default); the environment
+variable for ``ownerCache.ttlSeconds`` is ``KUBENEXUS_OWNER_CACHE_TTL_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+KEEP_SCHEDULER = "keep"
+AUTO_INJECT_MODES = ("namespaces", "all")
+DEFAULT_EXCLUDED = ("kube-system", "kube-public", "kube-node-lease")
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names the setting."""
+
+
+@dataclass(frozen=True)
+class Config:
+    namespace: str = "kubenexus-system"
+    scheduler_name: str = "kubenexus-scheduler"
+    auto_inject: str = "namespaces"
+    excluded_namespaces: tuple[str, ...] = DEFAULT_EXCLUDED
+    cosched_annotations: bool = True
+    gate_removers: tuple[str, ...] = ()
+    native_gang_schedulers: tuple[str, ...] = ("volcano", "yunikorn", "scheduler-plugins-scheduler")
+    owner_cache_ttl_seconds: float = 30.0
+    owner_cache_max_entries: int = 10000
+    api_timeout_seconds: float = 2.0
+    kubeconfig: str | None = None
+    port: int = 8443
+    cert_dir: str = "/etc/kubenexus/certs"
+    workers: int = 1
+    threads: int = 16
+
+    def is_excluded(self, namespace: str) -> bool:
+        """Namespaces never touched: the configured list and the product's own namespace."""
+        return namespace in self.excluded_namespaces or namespace == self.namespace
+
+    def may_remove_gate(self, username: str) -> bool:
+        removers = self.gate_removers or (f"system:serviceaccount:{self.namespace}:kubenexus-controller",)
+        return username in removers
+
+
+def _str(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{name}: expected a non-empty string, got {value!r}")
+    return value
+
+
+def _bool(value: Any, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ConfigError(f"{name}: expected true or false, got {value!r}")
+
+
+def _positive(kind: type) -> Callable[[Any, str], Any]:
+    def parse(value: Any, name: str) -> Any:
+        try:
+            number = kind(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name}: expected a positive number, got {value!r}") from None
+        if isinstance(value, bool) or number <= 0:
+            raise ConfigError(f"{name}: expected a positive number, got {value!r}")
+        return number
+
+    return parse
+
+
+def _names(value: Any, name: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"{name}: expected a list of names, got {value!r}")
+    return tuple(value)
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
+    def parse(value: Any, name: str) -> str:
+        if value not in choices:
+            raise ConfigError(f"{name}: expected one of {', '.join(choices)}, got {value!r}")
+        return value
+
+    return parse
+
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def _namespace(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not _DNS_LABEL.match(value):
+        raise ConfigError(f"{name}: expected a namespace name (DNS label), got {value!r}")
+    return value
+
+
+# (YAML path, dataclass field, parser)
+_FIELDS: tuple[tuple[str, str, Callable[[Any, str], Any]], ...] = (
+    ("namespace", "namespace", _namespace),
+    ("schedulerName", "scheduler_name", _str),
+    ("autoInject", "auto_inject", _choice(AUTO_INJECT_MODES)),
+    ("excludedNamespaces", "excluded_namespaces", _names),
+    ("coschedulingAnnotations", "cosched_annotations", _bool),
+    ("gateRemovers", "gate_removers", _names),
+    ("nativeGangSchedulers", "native_gang_schedulers", _names),
+    ("ownerCache.ttlSeconds", "owner_cache_ttl_seconds", _positive(float)),
+    ("ownerCache.maxEntries", "owner_cache_max_entries", _positive(int)),
+    ("apiTimeoutSeconds", "api_timeout_seconds", _positive(float)),
+    ("kubeconfig", "kubeconfig", _str),
+    ("server.port", "port", _positive(int)),
+    ("server.certDir", "cert_dir", _str),
+    ("server.workers", "workers", _positive(int)),
+    ("server.threads", "threads", _positive(int)),
+)
+
+
+def _env_name(path: str) -> str:
+    return "KUBENEXUS_" + re.sub(r"(?<=[a-z])(?=[A-Z])|\.", "_", path).upper()
+
+
+def _lookup(data: Mapping[str, Any], path: str) -> tuple[bool, Any]:
+    node: Any = data
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def _known_paths(data: Mapping[str, Any], prefix: str = "") -> list[str]:
+    paths = []
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping) and any(p.startswith(path + ".") for p, _, _ in _FIELDS):
+            paths.extend(_known_paths(value, path + "."))
+        else:
+            paths.append(path)
+    return paths
+
+
+def load_config(path: str | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Read the YAML file (if any), apply environment overrides, validate everything."""
+    env = os.environ if env is None else env
+    data: Any = {}
+    if path:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                data = yaml.safe_load(handle) or {}
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"config file {path}: expected a mapping at the top level")
+    known = {p for p, _, _ in _FIELDS}
+    unknown = [p for p in _known_paths(data) if p not in known]
+    if unknown:
+        raise ConfigError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+    values: dict[str, Any] = {}
+    for yaml_path, attr, parse in _FIELDS:
+        env_name = _env_name(yaml_path)
+        if env_name in env:
+            values[attr] = parse(env[env_name], env_name)
+            continue
+        found, value = _lookup(data, yaml_path)
+        if found:
+            values[attr] = parse(value, yaml_path)
+    return Config(**values)

@@ -1,0 +1,194 @@
+"""Deciding a pod's gang at admission: owner walk + opt-in rules + the root kind's adapter.
+
+This is the one place that knows the opt-in rules (root annotation, namespace label,
+``autoInject``, explicit pod labels) and the fallbacks when something is missing. It reads
+objects only through the given source and never mutates anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import Any
+
+from gang import keys
+from gang.adapters.base import Chain, ExpectedMember, Membership
+from gang.config import Config
+from gang.kinds import NAMESPACE, split_api_version
+from gang.names import label_value
+from gang.objects import LookupFailed, Obj, ObjectSource
+from gang.owners import Outcome, walk_owners
+
+
+class Action(Enum):
+    SKIP = "skip"  # admit unchanged
+    GANG = "gang"  # label, gate and point at the gang scheduler
+    UNRESOLVED = "unresolved"  # gate and mark for the controller: we could not find out
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    reasons: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
+    group: str = ""
+    size: int = 0
+    owner: str = ""
+    owner_uid: str = ""
+    expected: tuple[ExpectedMember, ...] = ()
+    unresolved: str = ""
+
+
+# Outcomes where the pod simply is not a gang workload, and where something looks wrong.
+_QUIET = {Outcome.NO_OWNER, Outcome.NO_ROOT, Outcome.NON_BATCH}
+_SUSPICIOUS = {Outcome.UNKNOWN_KIND, Outcome.MISSING, Outcome.CYCLE, Outcome.TOO_DEEP, Outcome.INVALID_REF}
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _positive_int(value: Any) -> int | None:
+    try:
+        number = int(str(value))
+    except (TypeError, ValueError):
+        return None
+    return number if number >= 1 else None
+
+
+def owner_string(root: Obj) -> str:
+    group, version = split_api_version(str(root.get("apiVersion", "")))
+    return f"{group}/{version}/{root.get('kind')}/{_dict(root.get('metadata')).get('name')}"
+
+
+def trim_expected(expected: tuple[ExpectedMember, ...], full: int, size: int) -> tuple[ExpectedMember, ...]:
+    """Keep only the later members needed to reach ``size`` (later stages are dropped first)."""
+    budget = max(0, size - (full - sum(e.count for e in expected)))
+    kept = []
+    for member in expected:
+        count = min(member.count, budget)
+        budget -= count
+        if count:
+            kept.append(replace(member, count=count))
+    return tuple(kept)
+
+
+class _Decider:
+    def __init__(self, pod: Obj, namespace: str, source: ObjectSource, config: Config) -> None:
+        self.pod, self.namespace, self.source, self.config = pod, namespace, source, config
+        meta = _dict(pod.get("metadata"))
+        self.labels, self.annotations = _dict(meta.get("labels")), _dict(meta.get("annotations"))
+        self.explicit_name = self.labels.get(keys.POD_GROUP_LABEL) or self.annotations.get(
+            keys.COSCHED_GROUP_ANNOTATION)
+        self.explicit_size = self.labels.get(keys.POD_GROUP_MIN_LABEL) or self.annotations.get(
+            keys.COSCHED_MIN_ANNOTATION)
+        self.reasons: list[str] = []
+        self.warnings: list[str] = []
+
+    def skip(self, reason: str, warn: bool = False) -> Decision:
+        self.reasons.append(reason)
+        if warn:
+            self.warnings.append(f"kubenexus: pod admitted without gang scheduling: {reason}")
+        return Decision(Action.SKIP, tuple(self.reasons), tuple(self.warnings))
+
+    def unresolved(self, reason: str) -> Decision:
+        self.reasons.append(f"owner lookup failed, gated for the gate controller to resolve: {reason}")
+        return Decision(Action.UNRESOLVED, tuple(self.reasons), tuple(self.warnings), unresolved=reason[:1024])
+
+    def gang(self, membership: Membership, root: Obj | None) -> Decision:
+        override = None
+        if root is not None:
+            root_annotations = _dict(_dict(root.get("metadata")).get("annotations"))
+            override = _positive_int(root_annotations.get(keys.MIN_AVAILABLE))
+            if keys.MIN_AVAILABLE in root_annotations and override is None:
+                self.warnings.append(f"kubenexus: ignoring invalid {keys.MIN_AVAILABLE}="
+                                     f"{root_annotations[keys.MIN_AVAILABLE]!r} on the root object")
+            if override and membership.size and override > membership.size:
+                self.warnings.append(f"kubenexus: {keys.MIN_AVAILABLE}={override} is larger than the "
+                                     f"{membership.size} pods the root creates; the gang cannot complete")
+            name = self.explicit_name or root_annotations.get(keys.GROUP_NAME) or membership.group
+        else:
+            name = self.explicit_name or ""
+        size = _positive_int(self.explicit_size) or override or membership.size or 1
+        self.reasons.append(membership.reason)
+        self.reasons.append(f"gang {label_value(name)} of {size} member(s)")
+        return Decision(
+            Action.GANG,
+            tuple(self.reasons),
+            tuple(self.warnings),
+            group=label_value(name),
+            size=size,
+            owner=owner_string(root) if root is not None else "",
+            owner_uid=str(_dict(root.get("metadata")).get("uid") or "") if root is not None else "",
+            expected=() if membership.late else trim_expected(membership.expected, membership.size, size),
+        )
+
+    def namespace_label(self) -> str | None:
+        ns = self.source.get(NAMESPACE, "v1", None, self.namespace)
+        return _dict(_dict((ns or {}).get("metadata")).get("labels")).get(keys.GANG_SCHEDULING)
+
+    def decide(self) -> Decision:
+        if self.config.is_excluded(self.namespace):
+            return self.skip(f"namespace {self.namespace} is excluded from gang scheduling")
+        walk = walk_owners(self.pod, self.namespace, self.source)
+        if walk.outcome is Outcome.FAILED:
+            return self.unresolved(walk.detail)
+        explicit = Membership(True, "explicit pod-group labels on the pod", self.explicit_name or "", 0)
+        if walk.outcome is not Outcome.ROOT:
+            if not self.explicit_name:
+                return self.skip(walk.detail, warn=walk.outcome in _SUSPICIOUS)
+            if walk.outcome in _SUSPICIOUS:
+                self.warnings.append(f"kubenexus: {walk.detail}; using the pod's explicit pod-group labels")
+            return self.namespace_rules(None) or self.finish(explicit, None)
+        assert walk.adapter is not None
+        root = walk.chain[-1]
+        if refused := self.namespace_rules(root):
+            return refused
+        if (native := walk.adapter.native_scheduler(root)) is not None:
+            return self.skip(native, warn=True)
+        membership = walk.adapter.membership(self.pod, Chain(walk.chain))
+        if not membership.member:
+            return self.finish(explicit, root) if self.explicit_name else self.skip(membership.reason, warn=True)
+        return self.finish(membership, root)
+
+    def namespace_rules(self, root: Obj | None) -> Decision | None:
+        """Opt-in and opt-out, most specific first: pod labels, root annotation, namespace, config."""
+        try:
+            ns_label = self.namespace_label()
+        except LookupFailed as exc:
+            return self.unresolved(f"reading namespace {self.namespace}: {exc}")
+        if ns_label == keys.NAMESPACE_DISABLED:
+            return self.skip(f"namespace {self.namespace} is labelled {keys.GANG_SCHEDULING}=disabled")
+        if self.explicit_name or root is None:
+            return None
+        opt = _dict(_dict(root.get("metadata")).get("annotations")).get(keys.GANG_SCHEDULING)
+        if opt == keys.ROOT_OPT_IN:
+            self.reasons.append(f"root {owner_string(root)} opts in ({keys.GANG_SCHEDULING}=true)")
+        elif opt == keys.ROOT_OPT_OUT:
+            return self.skip(f"root {owner_string(root)} opts out ({keys.GANG_SCHEDULING}=false)")
+        elif opt is not None:
+            return self.skip(f"root {owner_string(root)} has invalid {keys.GANG_SCHEDULING}={opt!r}", warn=True)
+        elif ns_label == keys.NAMESPACE_ENABLED:
+            self.reasons.append(f"namespace {self.namespace} is labelled {keys.GANG_SCHEDULING}=enabled")
+        elif self.config.auto_inject == "all":
+            self.reasons.append("autoInject: all")
+        else:
+            return self.skip(f"root {owner_string(root)} is not opted in to gang scheduling")
+        return None
+
+    def finish(self, membership: Membership, root: Obj | None) -> Decision:
+        """Last checks for what a gate would break: a bound pod, or a native gang scheduler."""
+        spec = _dict(self.pod.get("spec"))
+        if spec.get("nodeName"):
+            return self.skip(f"pod is already bound to node {spec['nodeName']}; a gate cannot be added", warn=True)
+        markers = [k for k in keys.NATIVE_GANG_POD_MARKERS if k in self.labels or k in self.annotations]
+        if spec.get("schedulerName") in self.config.native_gang_schedulers:
+            markers.append(f"schedulerName {spec['schedulerName']}")
+        if markers:
+            return self.skip(f"pod is gang-scheduled natively ({', '.join(markers)})", warn=True)
+        return self.gang(membership, root)
+
+
+def decide(pod: Obj, namespace: str, source: ObjectSource, config: Config) -> Decision:
+    """What admission should do with ``pod`` created in ``namespace``."""
+    return _Decider(pod, namespace, source, config).decide()

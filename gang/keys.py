@@ -1,0 +1,49 @@
+"""The gang contract: every annotation, label and gate name the product reads or writes.
+
+Nothing else in the code base spells these strings; the webhook, the gate controller and
+the tooling all import them from here so that the contract has exactly one definition.
+"""
+
+# --- Opt-in and overrides, read from the root object (SparkApplication, PyTorchJob, ...) ---
+PREFIX = "kubenexus.io/"
+GANG_SCHEDULING = PREFIX + "gang-scheduling"  # "true" | "false" on roots; label on namespaces
+MIN_AVAILABLE = PREFIX + "min-available"
+GROUP_NAME = PREFIX + "group-name"
+SCHEDULE_TIMEOUT_SECONDS = PREFIX + "schedule-timeout-seconds"
+ROOT_ANNOTATIONS = (GANG_SCHEDULING, MIN_AVAILABLE, GROUP_NAME, SCHEDULE_TIMEOUT_SECONDS)
+
+# Values of GANG_SCHEDULING on roots and of the namespace label of the same key.
+ROOT_OPT_IN = "true"
+ROOT_OPT_OUT = "false"
+NAMESPACE_ENABLED = "enabled"
+NAMESPACE_DISABLED = "disabled"
+
+# --- Written on member pods ---
+POD_GROUP_LABEL = "pod-group.scheduling.kubenexus.io/name"
+POD_GROUP_MIN_LABEL = "pod-group.scheduling.kubenexus.io/min-available"
+# What the KubeNexus scheduler's coscheduling plugin reads (and the seed-era explicit opt-in).
+COSCHED_GROUP_ANNOTATION = "pod-group.scheduling.sigs.k8s.io/name"
+COSCHED_MIN_ANNOTATION = "pod-group.scheduling.sigs.k8s.io/min-available"
+
+GANG_GATE = "scheduling.kubenexus.io/gang"
+OWNER_ANNOTATION = "scheduling.kubenexus.io/owner"  # <group>/<version>/<kind>/<name>
+OWNER_UID_ANNOTATION = "scheduling.kubenexus.io/owner-uid"
+EXPECTED_MEMBERS_ANNOTATION = "scheduling.kubenexus.io/expected-members"
+UNRESOLVED_ANNOTATION = "scheduling.kubenexus.io/unresolved"
+
+# Keys that identify a pod's gang and may not change once set (validated on UPDATE).
+IMMUTABLE_LABELS = (POD_GROUP_LABEL, POD_GROUP_MIN_LABEL)
+IMMUTABLE_ANNOTATIONS = (
+    COSCHED_GROUP_ANNOTATION,
+    COSCHED_MIN_ANNOTATION,
+    OWNER_ANNOTATION,
+    OWNER_UID_ANNOTATION,
+)
+
+# --- Markers of operator-native gang scheduling that we must not fight ---
+# Volcano PodGroup annotation, scheduler-plugins coscheduling label, YuniKorn task groups.
+NATIVE_GANG_POD_MARKERS = (
+    "scheduling.k8s.io/group-name",
+    "scheduling.x-k8s.io/pod-group",
+    "yunikorn.apache.org/task-group-name",
+)

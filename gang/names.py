@@ -1,0 +1,31 @@
+"""Label-value names: gang names must be valid label values, never rejected by the apiserver."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+MAX_LABEL_VALUE = 63
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_INVALID_CHARS = re.compile(r"[^A-Za-z0-9._-]")
+_HASH_LEN = 10
+
+
+def is_label_value(value: str) -> bool:
+    """True when the apiserver accepts ``value`` as a label value."""
+    return len(value) <= MAX_LABEL_VALUE and bool(_LABEL_VALUE.match(value))
+
+
+def label_value(name: str) -> str:
+    """A stable valid label value for ``name``.
+
+    Valid names are returned unchanged (that is what users type in ``-l``); anything else is
+    sanitised and, if it was changed or too long, suffixed with a hash of the original so
+    that two different long names never collide.
+    """
+    if name and is_label_value(name):
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:_HASH_LEN]
+    stem = _INVALID_CHARS.sub("-", name)[: MAX_LABEL_VALUE - _HASH_LEN - 1]
+    stem = stem.strip("-_.")
+    return f"{stem}-{digest}" if stem else digest

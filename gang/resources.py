@@ -1,0 +1,62 @@
+"""Effective pod requests, computed the way kube-scheduler counts them.
+
+Used for the ``expected-members`` a first-stage pod announces, and by the gate controller
+to decide fits; both must count exactly like the scheduler or a "fit" is a guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from gang.quantity import format_quantity, parse_quantity
+
+Resources = dict[str, Decimal]
+
+
+def _add(total: Resources, extra: Mapping[str, Decimal]) -> None:
+    for name, value in extra.items():
+        total[name] = total.get(name, Decimal(0)) + value
+
+
+def _max_into(total: Resources, other: Mapping[str, Decimal]) -> None:
+    for name, value in other.items():
+        if value > total.get(name, Decimal(0)):
+            total[name] = value
+
+
+def container_requests(container: Mapping[str, Any]) -> Resources:
+    """Requests of one container; a limit without a request defaults the request (API defaulting)."""
+    resources = container.get("resources") or {}
+    merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    return {name: parse_quantity(value) for name, value in merged.items()}
+
+
+def pod_requests(spec: Mapping[str, Any]) -> Resources:
+    """max(init containers, app containers + sidecars) + overhead; pod-level requests win where set."""
+    app: Resources = {}
+    for container in spec.get("containers") or []:
+        _add(app, container_requests(container))
+    sidecars: Resources = {}
+    init_peak: Resources = {}
+    for container in spec.get("initContainers") or []:
+        requests = container_requests(container)
+        if container.get("restartPolicy") == "Always":
+            _add(sidecars, requests)
+            _max_into(init_peak, dict(sidecars))
+        else:
+            during = dict(sidecars)
+            _add(during, requests)
+            _max_into(init_peak, during)
+    _add(app, sidecars)
+    _max_into(app, init_peak)
+    pod_level = (spec.get("resources") or {})
+    for name, value in {**(pod_level.get("limits") or {}), **(pod_level.get("requests") or {})}.items():
+        app[name] = parse_quantity(value)
+    _add(app, {name: parse_quantity(v) for name, v in (spec.get("overhead") or {}).items()})
+    return {name: value for name, value in app.items() if value}
+
+
+def format_requests(requests: Mapping[str, Decimal]) -> dict[str, str]:
+    return {name: format_quantity(value, name) for name, value in sorted(requests.items())}

@@ -1,0 +1,90 @@
+"""The Flask application: /mutate, /validate, /healthz, /readyz, /metrics.
+
+A malformed body gets HTTP 400 with the reason; a bug in our code admits the object
+unchanged with a warning rather than failing the apiserver's call.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from flask import Flask, Response, jsonify, request
+
+from gang.config import Config
+from gang.objects import ObjectSource
+from webhook import metrics
+from webhook.review import BadRequest, admit_pod, parse_review, review_response
+from webhook.validate import validate
+
+log = logging.getLogger("kubenexus.webhook")
+MAX_BODY_BYTES = 8 * 1024 * 1024
+
+
+def create_app(config: Config, source: ObjectSource, ready: Callable[[], tuple[bool, str]]) -> Flask:
+    app = Flask("kubenexus-webhook")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+
+    def answer(endpoint: str, handle: Callable[[dict], tuple[dict, str]]) -> Response | tuple[Response, int]:
+        started = time.perf_counter()
+        try:
+            req = parse_review(request.get_data())
+        except BadRequest as exc:
+            metrics.REQUESTS.labels(endpoint, "bad_request").inc()
+            return jsonify({"error": str(exc)}), 400
+        try:
+            review, result = handle(req)
+        except BadRequest as exc:
+            metrics.REQUESTS.labels(endpoint, "bad_request").inc()
+            return jsonify({"error": str(exc)}), 400
+        except Exception:  # never fail the apiserver's call because of our bug
+            log.exception("admission handler failed", extra={"uid": req["uid"], "endpoint": endpoint})
+            review, result = review_response(req["uid"], warnings=[
+                "kubenexus: internal error; object admitted unchanged"]), "error"
+        metrics.REQUESTS.labels(endpoint, result).inc()
+        metrics.LATENCY.labels(endpoint).observe(time.perf_counter() - started)
+        return jsonify(review)
+
+    def mutate(req: dict) -> tuple[dict, str]:
+        admission = admit_pod(req, source, config)
+        if admission is None:
+            return review_response(req["uid"]), "ignored"
+        decision = admission.decision
+        metrics.DECISIONS.labels(decision.action.value).inc()
+        log.info("pod admitted", extra={
+            "uid": req["uid"], "namespace": req.get("namespace"), "action": decision.action.value,
+            "group": decision.group, "reasons": decision.reasons, "warnings": decision.warnings})
+        return admission.review, "patched" if admission.patch else "allowed"
+
+    def check(req: dict) -> tuple[dict, str]:
+        message, code = validate(req, config)
+        if message is None:
+            return review_response(req["uid"]), "allowed"
+        log.info("request denied", extra={"uid": req["uid"], "namespace": req.get("namespace"),
+                                          "kind": req["kind"].get("kind"), "message": message})
+        return review_response(req["uid"], allowed=False, message=message, code=code), "denied"
+
+    @app.post("/mutate")
+    def mutate_endpoint():
+        return answer("mutate", mutate)
+
+    @app.post("/validate")
+    def validate_endpoint():
+        return answer("validate", check)
+
+    @app.route("/healthz", methods=["GET", "POST"])  # POST: the benchmark's no-op floor
+    def healthz():
+        return "ok"
+
+    @app.get("/readyz")
+    def readyz():
+        ok, reason = ready()
+        return (reason, 200) if ok else (reason, 503)
+
+    @app.get("/metrics")
+    def metrics_endpoint():
+        body, content_type = metrics.exposition()
+        return Response(body, content_type=content_type)
+
+    return app

@@ -1,0 +1,40 @@
+"""Prometheus metrics of the webhook, correct under several gunicorn workers.
+
+With ``PROMETHEUS_MULTIPROC_DIR`` set (``kubenexus webhook`` sets it before the workers
+start), every worker writes its samples to that directory and ``/metrics`` aggregates them.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+REQUESTS = Counter("kubenexus_webhook_requests_total", "Admission requests by endpoint and result",
+                   ["endpoint", "result"])
+LATENCY = Histogram("kubenexus_webhook_request_duration_seconds", "Time to answer an admission request",
+                    ["endpoint"], buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 2.5))
+DECISIONS = Counter("kubenexus_webhook_pod_decisions_total", "Pod admission decisions", ["action"])
+OWNER_READS = Counter("kubenexus_webhook_owner_reads_total", "API reads of owner objects (cache misses)",
+                      ["kind", "result"])
+
+
+def exposition() -> tuple[bytes, str]:
+    """The metrics text, aggregated over all workers when running multi-process."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+def record_read(kind: str, result: str) -> None:
+    OWNER_READS.labels(kind, result).inc()

@@ -1,0 +1,103 @@
+"""AdmissionReview v1: parsing requests, building responses, and the pod mutation entry point.
+
+``admit_pod`` is the single code path behind ``/mutate`` and ``kubenexus explain``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from gang.config import Config
+from gang.decide import Action, Decision, decide
+from gang.objects import ObjectSource
+from webhook.mutate import desired_pod, json_patch
+
+API_VERSION = "admission.k8s.io/v1"
+log = logging.getLogger("kubenexus.webhook")
+
+Obj = dict[str, Any]
+
+
+class BadRequest(ValueError):
+    """The body is not an AdmissionReview we can answer; the message says why (HTTP 400)."""
+
+
+def parse_review(body: bytes) -> Obj:
+    """The ``request`` of an AdmissionReview v1 body, checked for the fields we rely on."""
+    try:
+        review = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"body is not JSON: {exc}") from None
+    if not isinstance(review, dict):
+        raise BadRequest("body is not a JSON object")
+    if review.get("apiVersion") != API_VERSION or review.get("kind") != "AdmissionReview":
+        raise BadRequest(f"expected apiVersion {API_VERSION} and kind AdmissionReview, got "
+                         f"{review.get('apiVersion')!r} {review.get('kind')!r}")
+    request = review.get("request")
+    if not isinstance(request, dict):
+        raise BadRequest("request is missing or not an object")
+    if not isinstance(request.get("uid"), str) or not request["uid"]:
+        raise BadRequest("request.uid is missing or not a string")
+    for name in ("kind", "resource"):
+        if not isinstance(request.get(name), dict):
+            raise BadRequest(f"request.{name} is missing or not an object")
+    if not isinstance(request.get("operation"), str):
+        raise BadRequest("request.operation is missing or not a string")
+    for name in ("object", "oldObject"):
+        if request.get(name) is not None and not isinstance(request[name], dict):
+            raise BadRequest(f"request.{name} is not an object")
+    if request.get("namespace") is not None and not isinstance(request["namespace"], str):
+        raise BadRequest("request.namespace is not a string")
+    return request
+
+
+def review_response(uid: str, allowed: bool = True, patch: list[Obj] | None = None,
+                    warnings: tuple[str, ...] | list[str] = (), message: str = "", code: int = 403) -> Obj:
+    response: Obj = {"uid": uid, "allowed": allowed}
+    if patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode()
+    if warnings:
+        response["warnings"] = list(warnings)
+    if not allowed:
+        response["status"] = {"code": code, "message": message, "reason": "Forbidden" if code == 403 else "Invalid"}
+    return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
+
+
+def is_pod(request: Obj) -> bool:
+    kind = request["kind"]
+    return (kind.get("group", "") == "" and kind.get("kind") == "Pod" and not request.get("subResource"))
+
+
+@dataclass(frozen=True)
+class PodAdmission:
+    decision: Decision
+    pod: Obj  # the pod after the patch
+    patch: list[Obj]
+    review: Obj  # the AdmissionReview response
+
+
+def admit_pod(request: Obj, source: ObjectSource, config: Config) -> PodAdmission | None:
+    """Decide and mutate a pod CREATE; None when the request is not one (nothing to do)."""
+    if not is_pod(request) or request["operation"] != "CREATE":
+        return None
+    pod = request.get("object")
+    if not isinstance(pod, dict):
+        raise BadRequest("request.object is missing for a pod CREATE")
+    namespace = request.get("namespace") or (pod.get("metadata") or {}).get("namespace")
+    if not isinstance(namespace, str) or not namespace:
+        raise BadRequest("request.namespace is missing for a pod CREATE")
+    try:
+        decision = decide(pod, namespace, source, config)
+    except Exception:  # a bug must not block pods: admit unchanged, loudly
+        log.exception("deciding the gang failed", extra={"uid": request["uid"], "namespace": namespace})
+        decision = Decision(Action.SKIP, ("internal error while deciding the gang",),
+                            ("kubenexus: internal error while deciding the gang; pod admitted unchanged",))
+    desired = desired_pod(pod, decision, config)
+    patch = json_patch(pod, desired)
+    return PodAdmission(decision, desired, patch,
+                        review_response(request["uid"], patch=patch, warnings=decision.warnings))

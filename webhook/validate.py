@@ -1,0 +1,126 @@
+"""Validation (``/validate``): gang labels on pods, their immutability, who may remove the gate,
+and the ``kubenexus.io/*`` annotations on root objects, so that a typo fails at apply time.
+
+Each rule returns the message naming the field, or None when the request is fine.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from gang import keys
+from gang.adapters import adapter_for
+from gang.config import Config
+from gang.names import is_label_value
+
+Obj = dict[str, Any]
+FORBIDDEN, INVALID = 403, 422
+
+
+def _meta(obj: Obj | None, field: str) -> dict[str, Any]:
+    value = ((obj or {}).get("metadata") or {}).get(field)
+    return value if isinstance(value, dict) else {}
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, str) and value.isdigit() and int(value) >= 1
+
+
+def _gates(pod: Obj | None) -> set[str]:
+    gates = ((pod or {}).get("spec") or {}).get("schedulingGates") or []
+    return {g.get("name") for g in gates if isinstance(g, dict)}
+
+
+def check_pod_labels(pod: Obj) -> str | None:
+    """Gang labels are consistent: a valid name, min-available an integer ≥ 1, both forms agree."""
+    labels, annotations = _meta(pod, "labels"), _meta(pod, "annotations")
+    pairs = ((keys.POD_GROUP_LABEL, keys.COSCHED_GROUP_ANNOTATION),
+             (keys.POD_GROUP_MIN_LABEL, keys.COSCHED_MIN_ANNOTATION))
+    for label, annotation in pairs:
+        if label in labels and annotation in annotations and labels[label] != annotations[annotation]:
+            return (f"metadata.annotations[{annotation}]: {annotations[annotation]!r} disagrees with "
+                    f"metadata.labels[{label}]: {labels[label]!r}")
+    for field, source in (("labels", labels), ("annotations", annotations)):
+        name_key = keys.POD_GROUP_LABEL if field == "labels" else keys.COSCHED_GROUP_ANNOTATION
+        min_key = keys.POD_GROUP_MIN_LABEL if field == "labels" else keys.COSCHED_MIN_ANNOTATION
+        if name_key in source and not (isinstance(source[name_key], str) and source[name_key]
+                                       and is_label_value(source[name_key])):
+            return (f"metadata.{field}[{name_key}]: {source[name_key]!r} is not a valid group name "
+                    "(at most 63 characters of [A-Za-z0-9._-], starting and ending alphanumeric)")
+        if min_key in source and not _positive_int(source[min_key]):
+            return f"metadata.{field}[{min_key}]: {source[min_key]!r} is not an integer ≥ 1"
+    has_name = keys.POD_GROUP_LABEL in labels or keys.COSCHED_GROUP_ANNOTATION in annotations
+    if not has_name and (keys.POD_GROUP_MIN_LABEL in labels or keys.COSCHED_MIN_ANNOTATION in annotations):
+        return f"metadata.labels[{keys.POD_GROUP_LABEL}]: required when a pod-group min-available is set"
+    return None
+
+
+def check_pod_update(old: Obj, new: Obj, username: str, config: Config) -> tuple[str | None, int]:
+    """Gang identity is immutable; only the gate controller's identity may remove the gate or label a pod."""
+    privileged = config.may_remove_gate(username)
+    for field, names in (("labels", keys.IMMUTABLE_LABELS), ("annotations", keys.IMMUTABLE_ANNOTATIONS)):
+        before, after = _meta(old, field), _meta(new, field)
+        for name in names:
+            if name in before and before[name] != after.get(name):
+                return f"metadata.{field}[{name}]: is immutable once set (was {before[name]!r})", INVALID
+            if name not in before and name in after and not privileged:
+                return f"metadata.{field}[{name}]: cannot be added after creation by {username}", FORBIDDEN
+    if keys.GANG_GATE in _gates(old) and keys.GANG_GATE not in _gates(new) and not privileged:
+        return (f"spec.schedulingGates[{keys.GANG_GATE}]: only the KubeNexus gate controller may remove the "
+                f"gang gate (request by {username}); the gate is removed when the whole gang fits"), FORBIDDEN
+    return check_pod_labels(new), INVALID
+
+
+def _nexus_annotations(obj: Obj | None) -> dict[str, Any]:
+    return {k: v for k, v in _meta(obj, "annotations").items() if k.startswith(keys.PREFIX)}
+
+
+def check_root(obj: Obj, old: Obj | None, api_version: str, kind: str) -> str | None:
+    """The root's ``kubenexus.io/*`` annotations, when they (or the pods the spec creates) change."""
+    adapter = adapter_for(api_version, kind)
+    if adapter is None:
+        return None
+    annotations = _nexus_annotations(obj)
+    count = adapter.pod_count(obj)
+    if old is not None and annotations == _nexus_annotations(old) and count == adapter.pod_count(old):
+        return None
+    where = "metadata.annotations"
+    for key in annotations:
+        if key not in keys.ROOT_ANNOTATIONS:
+            close = difflib.get_close_matches(key, keys.ROOT_ANNOTATIONS, n=1)
+            hint = f"; did you mean {close[0]}?" if close else f"; known: {', '.join(keys.ROOT_ANNOTATIONS)}"
+            return f"{where}[{key}]: unknown KubeNexus annotation{hint}"
+    value = annotations.get(keys.GANG_SCHEDULING)
+    if value is not None and value not in (keys.ROOT_OPT_IN, keys.ROOT_OPT_OUT):
+        return f'{where}[{keys.GANG_SCHEDULING}]: {value!r} must be "true" or "false"'
+    value = annotations.get(keys.MIN_AVAILABLE)
+    if value is not None:
+        if not _positive_int(value):
+            return f"{where}[{keys.MIN_AVAILABLE}]: {value!r} is not an integer ≥ 1"
+        if count is not None and int(value) > count:
+            return f"{where}[{keys.MIN_AVAILABLE}]: {value} is larger than the {count} pod(s) this {kind} creates"
+    value = annotations.get(keys.GROUP_NAME)
+    if value is not None and not (isinstance(value, str) and is_label_value(value) and value):
+        return (f"{where}[{keys.GROUP_NAME}]: {value!r} is not a valid group name "
+                "(at most 63 characters of [A-Za-z0-9._-], starting and ending alphanumeric)")
+    value = annotations.get(keys.SCHEDULE_TIMEOUT_SECONDS)
+    if value is not None and not _positive_int(value):
+        return f"{where}[{keys.SCHEDULE_TIMEOUT_SECONDS}]: {value!r} is not a positive integer"
+    return None
+
+
+def validate(request: Obj, config: Config) -> tuple[str | None, int]:
+    """The denial message and HTTP code for an admission request, or (None, 0) to allow."""
+    operation, obj, old = request["operation"], request.get("object"), request.get("oldObject")
+    kind = request["kind"]
+    if request.get("subResource") or operation not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
+        return None, 0
+    if kind.get("group", "") == "" and kind.get("kind") == "Pod":
+        if operation == "CREATE":
+            return check_pod_labels(obj), INVALID
+        username = str((request.get("userInfo") or {}).get("username", ""))
+        return check_pod_update(old if isinstance(old, dict) else {}, obj, username, config)
+    api_version = f"{kind['group']}/{kind.get('version', '')}" if kind.get("group") else str(kind.get("version"))
+    previous = old if operation == "UPDATE" and isinstance(old, dict) else None
+    return check_root(obj, previous, api_version, str(kind.get("kind"))), INVALID
