@@ -1,0 +1,3 @@
+from kubenexus.cli import main
+
+main()
