@@ -342,8 +342,8 @@ def run(
             if p.is_alive():
                 p.terminate()
                 p.join()
-    failed = [r for r in results.values() if isinstance(r, str)]
-    if failed:
+    failed = sorted((r for r in results.values() if isinstance(r, str)), key=lambda m: "BrokenBarrier" in m)
+    if failed:  # the root cause first, not the other workers' broken barrier
         raise RuntimeError(f"load generator worker failed: {failed[0]}")
     parts = [results[i] for i in range(processes)]
     return Result(

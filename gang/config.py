@@ -38,8 +38,8 @@ class Config:
     kubeconfig: str | None = None
     port: int = 8443
     cert_dir: str = "/etc/kubenexus/certs"
-    workers: int = 1
-    threads: int = 16
+    workers: int = 2
+    threads: int = 8
 
     def is_excluded(self, namespace: str) -> bool:
         """Namespaces never touched: the configured list and the product's own namespace."""
@@ -68,9 +68,10 @@ def _positive(kind: type) -> Callable[[Any, str], Any]:
     def parse(value: Any, name: str) -> Any:
         try:
             number = kind(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise ConfigError(f"{name}: expected a positive number, got {value!r}") from None
-        if isinstance(value, bool) or number <= 0:
+        # not number > 0 also rejects NaN; an integer setting must not silently truncate 1.5 to 1
+        if isinstance(value, bool) or not number > 0 or (isinstance(value, float) and number != value):
             raise ConfigError(f"{name}: expected a positive number, got {value!r}")
         return number
 
@@ -154,11 +155,13 @@ def load_config(path: str | None = None, env: Mapping[str, str] | None = None) -
     if path:
         try:
             with open(path, encoding="utf-8") as handle:
-                data = yaml.safe_load(handle) or {}
+                data = yaml.safe_load(handle)
         except OSError as exc:
             raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+        if data is None:  # an empty file
+            data = {}
         if not isinstance(data, Mapping):
             raise ConfigError(f"config file {path}: expected a mapping at the top level")
     known = {p for p, _, _ in _FIELDS}

@@ -92,6 +92,9 @@ class _Decider:
         return Decision(Action.SKIP, tuple(self.reasons), tuple(self.warnings))
 
     def unresolved(self, reason: str) -> Decision:
+        node = _dict(self.pod.get("spec")).get("nodeName")
+        if node:  # the apiserver rejects a gate on a bound pod: admit it ungated, loudly
+            return self.skip(f"pod is already bound to node {node}; a gate cannot be added ({reason})", warn=True)
         self.reasons.append(f"owner lookup failed, gated for the gate controller to resolve: {reason}")
         return Decision(Action.UNRESOLVED, tuple(self.reasons), tuple(self.warnings), unresolved=reason[:1024])
 

@@ -13,7 +13,7 @@ _HASH_LEN = 10
 
 def is_label_value(value: str) -> bool:
     """True when the apiserver accepts ``value`` as a label value."""
-    return len(value) <= MAX_LABEL_VALUE and bool(_LABEL_VALUE.match(value))
+    return len(value) <= MAX_LABEL_VALUE and bool(_LABEL_VALUE.fullmatch(value))  # $ also matches before \n
 
 
 def label_value(name: str) -> str:
@@ -25,7 +25,7 @@ def label_value(name: str) -> str:
     """
     if name and is_label_value(name):
         return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:_HASH_LEN]
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:_HASH_LEN]
     stem = _INVALID_CHARS.sub("-", name)[: MAX_LABEL_VALUE - _HASH_LEN - 1]
     stem = stem.strip("-_.")
     return f"{stem}-{digest}" if stem else digest

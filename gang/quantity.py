@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 _SUFFIXES = {
     "Ki": Decimal(2) ** 10,
@@ -35,15 +35,18 @@ def parse_quantity(value: str | int | float) -> Decimal:
     if isinstance(value, bool):
         raise QuantityError(f"not a quantity: {value!r}")
     if isinstance(value, int | float):
-        return Decimal(str(value))
+        number = Decimal(str(value))
+        if not number.is_finite():
+            raise QuantityError(f"not a quantity: {value!r}")
+        return number
     match = _QUANTITY.match(str(value).strip())
-    if not match:
+    # The grammar has an exponent or a suffix, never both ("1e3Ki" is rejected by the apiserver).
+    if not match or (match.group(2) and "e" in match.group(1).lower()):
         raise QuantityError(f"not a quantity: {value!r}")
     try:
-        number = Decimal(match.group(1))
-    except InvalidOperation:
+        return Decimal(match.group(1)) * _SUFFIXES[match.group(2) or ""]
+    except ArithmeticError:  # InvalidOperation ("1.2.3"), Overflow ("1e9999999")
         raise QuantityError(f"not a quantity: {value!r}") from None
-    return number * _SUFFIXES[match.group(2) or ""]
 
 
 def format_quantity(value: Decimal, resource: str) -> str:

@@ -32,10 +32,14 @@ def _documents(path: str) -> list[Any]:
         raise InputError(f"{path} is not valid YAML: {exc}") from None
     objects: list[Any] = []
     for doc in docs:
-        objects.extend(doc.get("items") or [] if isinstance(doc, dict) and doc.get("kind", "").endswith("List")
-                       else [doc])
+        if isinstance(doc, dict) and isinstance(doc.get("kind"), str) and doc["kind"].endswith("List"):
+            items = doc.get("items") or []
+            objects.extend(items if isinstance(items, list) else [items])
+        else:
+            objects.append(doc)
     for obj in objects:
-        if not isinstance(obj, dict) or not obj.get("kind") or not obj.get("apiVersion"):
+        if (not isinstance(obj, dict) or not obj.get("kind") or not obj.get("apiVersion")
+                or not isinstance(obj.get("metadata") or {}, dict)):
             raise InputError(f"{path}: every document must be a Kubernetes object with apiVersion and kind")
     return objects
 

@@ -1,0 +1,132 @@
+"""Admission webhook benchmark (``make bench``; ``--smoke`` for the fast run in ``make test``).
+
+Starts ``kubenexus webhook`` with the shipped gunicorn settings against the stub apiserver,
+warms the owner cache with a Spark application, then measures over reused TLS connections:
+
+1. latency at a fixed 200 requests/s (open loop, no coordinated omission) for /mutate and for
+   the no-op floor (the same body POSTed to /healthz on the same server);
+2. sustained closed-loop throughput for both, with errors counted;
+3. API reads for one Spark driver plus 1,000 executor pods.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.loadgen import run  # noqa: E402
+from certs.generate import generate  # noqa: E402
+from gang.config import Config  # noqa: E402
+from tests.apiserver_stub import StubApiServer  # noqa: E402
+from tests.conftest import Webhook, pod_request  # noqa: E402
+
+GOALS = {"p50_ms": 2.0, "p99_ms": 10.0, "throughput_rps": 1000.0, "reads": 3}
+
+
+def spark_objects(namespace: str, executors: int) -> tuple[dict, dict, dict]:
+    app = {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+           "metadata": {"name": "spark-pi", "namespace": namespace, "uid": f"app-{namespace}",
+                        "annotations": {"kubenexus.io/gang-scheduling": "true"}},
+           "spec": {"type": "Scala", "driver": {"cores": 1, "memory": "2g"},
+                    "executor": {"instances": executors, "cores": 2, "memory": "4g"}}}
+    driver = {"apiVersion": "v1", "kind": "Pod",
+              "metadata": {"name": "spark-pi-driver", "namespace": namespace, "uid": f"driver-{namespace}",
+                           "labels": {"spark-role": "driver", "spark-app-selector": "spark-1"},
+                           "ownerReferences": [{"apiVersion": app["apiVersion"], "kind": "SparkApplication",
+                                                "name": "spark-pi", "uid": app["metadata"]["uid"],
+                                                "controller": True}]},
+              "spec": {"containers": [{"name": "spark-kubernetes-driver", "image": "spark:3.5",
+                                       "resources": {"requests": {"cpu": "1", "memory": "2432Mi"}}}]}}
+    executor = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"generateName": "spark-pi-exec-",
+                             "labels": {"spark-role": "executor", "spark-app-selector": "spark-1",
+                                        "spark-exec-id": "1", "sparkoperator.k8s.io/app-name": "spark-pi"},
+                             "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "spark-pi-driver",
+                                                  "uid": driver["metadata"]["uid"], "controller": True}]},
+                "spec": {"containers": [{"name": "spark-kubernetes-executor", "image": "spark:3.5",
+                                         "resources": {"requests": {"cpu": "2", "memory": "4505Mi"}}}]}}
+    return app, driver, executor
+
+
+def review_body(pod: dict, namespace: str) -> bytes:
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                       "request": pod_request(pod, namespace)}).encode()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--smoke", action="store_true", help="short run: checks it works, not the figures")
+    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    duration = 1.0 if args.smoke else args.duration
+    workdir = Path(tempfile.mkdtemp(prefix="kubenexus-bench-"))
+    apiserver = StubApiServer()
+    tls = generate("kubenexus-webhook", "kubenexus-system", str(workdir / "certs"), extra_ips=["127.0.0.1"])
+    webhook = Webhook(workdir, tls, apiserver.write_kubeconfig(str(workdir / "kubeconfig")), {})
+    try:
+        namespace = f"bench-{uuid.uuid4().hex[:8]}"
+        apiserver.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        app, driver, executor = spark_objects(namespace, 1000)
+        apiserver.put(app, driver)
+        # 3. API reads: the driver, then 1,000 executors (cold cache for this namespace).
+        before = apiserver.total_reads()
+        _, admitted = webhook.admit(driver, namespace)
+        assert admitted["spec"].get("schedulingGates"), "driver was not gated"
+        for _ in range(10 if args.smoke else 1000):
+            _, admitted = webhook.admit(executor, namespace)
+        assert admitted["metadata"]["labels"]["pod-group.scheduling.kubenexus.io/name"] == "spark-pi"
+        reads = apiserver.total_reads() - before
+
+        body = review_body(executor, namespace)  # warm cache: every request is a full decision + patch
+        common = {"cafile": tls.ca_cert, "server_hostname": "127.0.0.1", "connections": args.connections}
+        results = {}
+        for name, path in (("mutate", "/mutate"), ("noop", "/healthz")):
+            fixed = run("127.0.0.1", webhook.port, path, body, duration_s=duration, rate=200.0, **common)
+            closed = run("127.0.0.1", webhook.port, path, body, duration_s=duration, **common)
+            results[name] = {"at_200_rps": fixed.summary(), "max": closed.summary()}
+    finally:
+        webhook.stop()
+        apiserver.close()
+    report = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "settings": {"duration_s": duration, "connections": args.connections,
+                     "workers": Config().workers, "threads": Config().threads},
+        "spark_1000_executors_api_reads": reads,
+        **results,
+        "ratio_mutate_over_noop": {
+            "p50": results["mutate"]["at_200_rps"]["p50_ms"] / max(results["noop"]["at_200_rps"]["p50_ms"], 1e-9),
+            "throughput": results["mutate"]["max"]["rate_per_s"] / max(results["noop"]["max"]["rate_per_s"], 1e-9),
+        },
+    }
+    print(json.dumps(report, indent=2))
+    failures = []
+    mutate = results["mutate"]
+    errors = mutate["at_200_rps"]["errors"] + mutate["max"]["errors"]
+    if errors:
+        failures.append(f"{errors} failed mutate requests")
+    if reads > GOALS["reads"]:
+        failures.append(f"{reads} API reads for one Spark application (goal ≤ {GOALS['reads']})")
+    if not args.smoke:
+        if mutate["at_200_rps"]["p50_ms"] > GOALS["p50_ms"]:
+            failures.append(f"mutate p50 {mutate['at_200_rps']['p50_ms']:.2f} ms > {GOALS['p50_ms']} ms")
+        if mutate["at_200_rps"]["p99_ms"] > GOALS["p99_ms"]:
+            failures.append(f"mutate p99 {mutate['at_200_rps']['p99_ms']:.2f} ms > {GOALS['p99_ms']} ms")
+        if mutate["max"]["rate_per_s"] < GOALS["throughput_rps"]:
+            failures.append(f"mutate throughput {mutate['max']['rate_per_s']:.0f}/s < {GOALS['throughput_rps']:.0f}/s")
+    for failure in failures:
+        print(f"GOAL MISSED: {failure}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
