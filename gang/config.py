@@ -16,7 +16,8 @@ import yaml
 
 KEEP_SCHEDULER = "keep"
 AUTO_INJECT_MODES = ("namespaces", "all")
-DEFAULT_EXCLUDED = ("kube-system", "kube-public", "kube-node-lease")
+# Never touched, whatever the configuration says: a gate on a system pod can take the cluster down.
+SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 
 
 class ConfigError(ValueError):
@@ -28,7 +29,7 @@ class Config:
     namespace: str = "kubenexus-system"
     scheduler_name: str = "kubenexus-scheduler"
     auto_inject: str = "namespaces"
-    excluded_namespaces: tuple[str, ...] = DEFAULT_EXCLUDED
+    excluded_namespaces: tuple[str, ...] = ()
     cosched_annotations: bool = True
     gate_removers: tuple[str, ...] = ()
     native_gang_schedulers: tuple[str, ...] = ("volcano", "yunikorn", "scheduler-plugins-scheduler")
@@ -42,8 +43,8 @@ class Config:
     threads: int = 8
 
     def is_excluded(self, namespace: str) -> bool:
-        """Namespaces never touched: the configured list and the product's own namespace."""
-        return namespace in self.excluded_namespaces or namespace == self.namespace
+        """Never touched: the system namespaces, the product's own, and the configured ones."""
+        return namespace in SYSTEM_NAMESPACES or namespace == self.namespace or namespace in self.excluded_namespaces
 
     def may_remove_gate(self, username: str) -> bool:
         removers = self.gate_removers or (f"system:serviceaccount:{self.namespace}:kubenexus-controller",)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gang.config import DEFAULT_EXCLUDED, Config, ConfigError, load_config
+from gang.config import SYSTEM_NAMESPACES, Config, ConfigError, load_config
 
 FULL_FILE = """\
 namespace: gang-ops
@@ -41,7 +41,7 @@ def test_defaults_without_file_or_environment():
     assert config.namespace == "kubenexus-system"
     assert config.scheduler_name == "kubenexus-scheduler"
     assert config.auto_inject == "namespaces"
-    assert config.excluded_namespaces == ("kube-system", "kube-public", "kube-node-lease")
+    assert config.excluded_namespaces == ()
     assert config.owner_cache_ttl_seconds == 30.0
     assert config.owner_cache_max_entries == 10000
     assert config.kubeconfig is None
@@ -192,7 +192,7 @@ def test_missing_file_is_rejected(tmp_path):
 
 def test_is_excluded_defaults_and_own_namespace():
     config = Config()
-    for namespace in DEFAULT_EXCLUDED:
+    for namespace in SYSTEM_NAMESPACES:
         assert config.is_excluded(namespace)
     assert config.is_excluded("kubenexus-system")
     assert not config.is_excluded("default")
@@ -203,8 +203,8 @@ def test_is_excluded_with_configured_list_still_excludes_own_namespace(tmp_path)
     config = load_config(write(tmp_path, "namespace: gang-ops\nexcludedNamespaces: [team-a]\n"), {})
     assert config.is_excluded("team-a")
     assert config.is_excluded("gang-ops")
-    # The configured list replaces the defaults.
-    assert not config.is_excluded("kube-system")
+    # The configured list adds to the system namespaces, which are always excluded.
+    assert config.is_excluded("kube-system")
     assert not config.is_excluded("kubenexus-system")
 
 

@@ -65,7 +65,16 @@ def test_lone_surrogate_does_not_crash():
     assert valid(label_value("job\ud800"))
 
 
-@given(st.text(st.sampled_from("aZ9-_./ \né") | st.characters(exclude_categories=()), max_size=120))
+# Any text (lone surrogates included), plus near-valid names around the 63 limit with one bad ending.
+_any_text = st.text(st.sampled_from("aZ9-_./ \né") | st.characters(exclude_categories=()), max_size=120)
+_near_valid = st.builds(
+    lambda stem, tail: stem + tail,
+    st.from_regex(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,70}", fullmatch=True),
+    st.sampled_from(["", "a", "\n", "-", "_", "é", "/x"]),
+)
+
+
+@given(_any_text | _near_valid)
 def test_label_value_is_always_valid(name):
     value = label_value(name)
     assert is_label_value(value)

@@ -62,7 +62,7 @@ def create_app(config: Config, source: ObjectSource, ready: Callable[[], tuple[b
         if message is None:
             return review_response(req["uid"]), "allowed"
         log.info("request denied", extra={"uid": req["uid"], "namespace": req.get("namespace"),
-                                          "kind": req["kind"].get("kind"), "message": message})
+                                          "kind": req["kind"].get("kind"), "denial": message})
         return review_response(req["uid"], allowed=False, message=message, code=code), "denied"
 
     @app.post("/mutate")

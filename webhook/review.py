@@ -32,6 +32,8 @@ def parse_review(body: bytes) -> Obj:
         review = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadRequest(f"body is not JSON: {exc}") from None
+    except RecursionError:  # json's C scanner gives up on very deep nesting
+        raise BadRequest("body is nested too deeply") from None
     if not isinstance(review, dict):
         raise BadRequest("body is not a JSON object")
     if review.get("apiVersion") != API_VERSION or review.get("kind") != "AdmissionReview":

@@ -24,7 +24,8 @@ def _meta(obj: Obj | None, field: str) -> dict[str, Any]:
 
 
 def _positive_int(value: Any) -> bool:
-    return isinstance(value, str) and value.isdigit() and int(value) >= 1
+    # isascii: "²".isdigit() is true but int("²") raises, and "٣" is no integer to the scheduler
+    return isinstance(value, str) and value.isascii() and value.isdigit() and int(value) >= 1
 
 
 def _gates(pod: Obj | None) -> set[str]:
@@ -69,7 +70,15 @@ def check_pod_update(old: Obj, new: Obj, username: str, config: Config) -> tuple
     if keys.GANG_GATE in _gates(old) and keys.GANG_GATE not in _gates(new) and not privileged:
         return (f"spec.schedulingGates[{keys.GANG_GATE}]: only the KubeNexus gate controller may remove the "
                 f"gang gate (request by {username}); the gate is removed when the whole gang fits"), FORBIDDEN
+    if _gang_keys(old) == _gang_keys(new):  # unchanged, even if invalid from before: don't block the update
+        return None, 0
     return check_pod_labels(new), INVALID
+
+
+def _gang_keys(pod: Obj) -> tuple[Any, ...]:
+    labels, annotations = _meta(pod, "labels"), _meta(pod, "annotations")
+    return (tuple(labels.get(k) for k in (keys.POD_GROUP_LABEL, keys.POD_GROUP_MIN_LABEL))
+            + tuple(annotations.get(k) for k in (keys.COSCHED_GROUP_ANNOTATION, keys.COSCHED_MIN_ANNOTATION)))
 
 
 def _nexus_annotations(obj: Obj | None) -> dict[str, Any]:

@@ -1,0 +1,695 @@
+"""End to end, through the running webhook: pods shaped as each supported operator creates them.
+
+Every gang size and expected member below is computed from the fixture's spec by the formula
+documented in /work/shared/operators.md (or by hand, with the arithmetic in a comment), never
+taken from the webhook's output.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import pytest
+
+from tests import operator_fixtures as f
+from tests.operator_fixtures import GI, MI, OPT_IN, Obj
+
+GROUP_LABEL = "pod-group.scheduling.kubenexus.io/name"
+MIN_LABEL = "pod-group.scheduling.kubenexus.io/min-available"
+COSCHED_GROUP = "pod-group.scheduling.sigs.k8s.io/name"
+COSCHED_MIN = "pod-group.scheduling.sigs.k8s.io/min-available"
+GATE = "scheduling.kubenexus.io/gang"
+OWNER = "scheduling.kubenexus.io/owner"
+OWNER_UID = "scheduling.kubenexus.io/owner-uid"
+EXPECTED = "scheduling.kubenexus.io/expected-members"
+SCHEDULER = "kubenexus-scheduler"
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+# A stage template with a native sidecar, an init container and a limits-only GPU.
+STAGE_SPEC = f.pod_spec(
+    {"name": "trainer", "image": "train:1", "resources": {"requests": {"cpu": "2", "memory": "4Gi"},
+                                                          "limits": {"nvidia.com/gpu": "1"}}},
+    initContainers=[{**f.container("proxy", cpu="500m", memory="256Mi"), "restartPolicy": "Always"},
+                    f.container("fetch", cpu="3", memory="1Gi")],
+    nodeSelector={"pool": "gpu"},
+    tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])
+# kube-scheduler: max(init peak, containers + sidecars); the fetch init runs next to the sidecar.
+STAGE_REQUESTS = {"cpu": max(Fraction("0.5") + 3, 2 + Fraction("0.5")),  # 3.5
+                  "memory": max(256 * MI + 1 * GI, 4 * GI + 256 * MI),  # 4352Mi
+                  "nvidia.com/gpu": 1}  # a limit without a request defaults the request
+
+
+def stage_member(role: str, count: int) -> Obj:
+    return {"role": role, "count": count, "requests": STAGE_REQUESTS, "nodeSelector": {"pool": "gpu"},
+            "tolerations": STAGE_SPEC["tolerations"], "affinity": None}
+
+
+@dataclass
+class Scenario:
+    owners: list[Obj]  # stored in the stub apiserver
+    pod: Obj  # the pod the operator creates
+    root: Obj  # the root the owner annotations name
+    group: str
+    size: int
+    expected: list[Obj] | None = None  # expected-members; None: the annotation must be absent
+    extra: dict = field(default_factory=dict)
+
+
+Builder = Callable[[str, Obj], Scenario]
+
+
+# --- Spark ---------------------------------------------------------------------------------------
+
+
+def spark_driver(ns: str, ann: Obj) -> Scenario:
+    app = f.spark_app(ns, "pi", annotations=ann)  # Scala, 3 executors × (2 cores, 4g)
+    executors = f.spark_executors(app["spec"])
+    # memory 4096Mi + max(384Mi, floor(0.1 × 4096Mi) = 409Mi)
+    member = {"role": "executor", "count": executors, "requests": {"cpu": 2, "memory": (4096 + 409) * MI},
+              "nodeSelector": {}, "tolerations": [], "affinity": None}
+    return Scenario([app], f.spark_driver(app), app, "pi", 1 + executors, [member])
+
+
+def spark_executor(ns: str, ann: Obj) -> Scenario:
+    app = f.spark_app(ns, "pi", annotations=ann)
+    driver = f.stored(f.spark_driver(app), ns)
+    return Scenario([app, driver], f.spark_executor(app, driver, 2), app, "pi", 1 + f.spark_executors(app["spec"]))
+
+
+def scheduled_spark_driver(ns: str, ann: Obj) -> Scenario:
+    template = f.spark_spec(executor={"instances": 2, "cores": 1, "memory": "2g"})
+    scheduled = f.scheduled_spark_app(ns, "nightly", template, annotations=ann)
+    run = f.spark_run(scheduled, 1712345678)  # opt-in only on the schedule
+    # memory 2048Mi + max(384Mi, 204Mi)
+    member = {"role": "executor", "count": 2, "requests": {"cpu": 1, "memory": (2048 + 384) * MI},
+              "nodeSelector": {}, "tolerations": [], "affinity": None}
+    return Scenario([scheduled, run], f.spark_driver(run), scheduled, f.name_of(run),
+                    1 + f.spark_executors(run["spec"]), [member])
+
+
+def scheduled_spark_executor(ns: str, ann: Obj) -> Scenario:
+    scheduled = f.scheduled_spark_app(ns, "nightly", annotations=ann)
+    run = f.spark_run(scheduled, 1712345678)
+    driver = f.stored(f.spark_driver(run), ns)
+    return Scenario([scheduled, run, driver], f.spark_executor(run, driver, 1), scheduled, f.name_of(run),
+                    1 + f.spark_executors(run["spec"]))
+
+
+# --- training-operator ---------------------------------------------------------------------------
+
+TRAINING = {  # kind: (replicas per type (None = field left out), the pod's replica type, index)
+    "PyTorchJob": ({"Master": 1, "Worker": 3}, "Worker", 2),
+    "TFJob": ({"Chief": None, "PS": 2, "Worker": 4}, "PS", 1),
+    "XGBoostJob": ({"Master": 1, "Worker": 2}, "Master", 0),
+    "PaddleJob": ({"Worker": 4}, "Worker", 3),
+    "JAXJob": ({"Worker": 8}, "Worker", 0),
+    "MPIJob": ({"Launcher": 1, "Worker": 2}, "Worker", 1),  # kubeflow.org/v1
+}
+
+
+def training(kind: str) -> Builder:
+    replicas, replica_type, index = TRAINING[kind]
+
+    def build(ns: str, ann: Obj) -> Scenario:
+        job = f.training_job(kind, ns, "train", replicas, annotations=ann)
+        size = f.training_size(job["spec"], f.REPLICA_FIELDS[kind])
+        return Scenario([job], f.training_pod(job, replica_type, index), job, "train", size)
+
+    return build
+
+
+def pytorch_min_available(ns: str, ann: Obj) -> Scenario:
+    job = f.training_job("PyTorchJob", ns, "elastic", {"Master": 1, "Worker": 5}, annotations=ann,
+                         runPolicy={"schedulingPolicy": {"minAvailable": 3}})
+    size = f.training_size(job["spec"], "pytorchReplicaSpecs")
+    assert size == 3
+    return Scenario([job], f.training_pod(job, "Worker", 4), job, "elastic", size)
+
+
+# --- MPIJob v2beta1 ------------------------------------------------------------------------------
+
+LAUNCHER_SPEC = f.pod_spec(f.container("launcher", cpu="500m", memory="1Gi"), nodeSelector={"pool": "cpu"})
+LAUNCHER = {"role": "launcher", "count": 1, "requests": {"cpu": Fraction(1, 2), "memory": GI},
+            "nodeSelector": {"pool": "cpu"}, "tolerations": [], "affinity": None}
+
+
+def mpi_v2(role: str, policy: str | None) -> Builder:
+    def build(ns: str, ann: Obj) -> Scenario:
+        job = f.mpijob_v2(ns, "allreduce", workers=4, policy=policy, annotations=ann, launcher_spec=LAUNCHER_SPEC)
+        size = job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] + 1
+        if role == "worker":
+            expected = [LAUNCHER] if policy == "WaitForWorkersReady" else None
+            return Scenario([job], f.mpi_worker(job, 3), job, "allreduce", size, expected)
+        launcher_job = f.mpi_launcher_job(job)
+        return Scenario([job, launcher_job], f.job_pod(launcher_job), job, "allreduce", size)
+
+    return build
+
+
+# --- JobSet / TrainJob ---------------------------------------------------------------------------
+
+
+def jobset_plain(ns: str, ann: Obj) -> Scenario:
+    js = f.jobset(ns, "llm", [f.replicated_job("workers", replicas=2, parallelism=4, completions=4),
+                              f.replicated_job("ps")], annotations=ann)
+    job = f.jobset_job(js, "workers", job_index=1)
+    return Scenario([js, job], f.job_pod(job, completion_index=3), js, "llm", f.jobset_size(js["spec"]))
+
+
+def jobset_depends_on(stage: str) -> Builder:
+    def build(ns: str, ann: Obj) -> Scenario:
+        js = f.jobset(ns, "mpi", [
+            f.replicated_job("launcher"),
+            f.replicated_job("workers", replicas=2, parallelism=4, completions=8, template_spec=STAGE_SPEC,
+                             depends_on="launcher")], annotations=ann)
+        job = f.jobset_job(js, stage)
+        size = f.jobset_size(js["spec"])  # 1 + 2 × min(4, 8) = 9
+        later = f.replicated_job_pods(js["spec"]["replicatedJobs"][1])
+        expected = [stage_member("workers", later)] if stage == "launcher" else None
+        return Scenario([js, job], f.job_pod(job, completion_index=0), js, "mpi", size, expected)
+
+    return build
+
+
+def jobset_in_order(stage: str) -> Builder:
+    def build(ns: str, ann: Obj) -> Scenario:
+        js = f.jobset(ns, "pipeline", [
+            f.replicated_job("driver", parallelism=2, completions=3),
+            f.replicated_job("workers", replicas=3, parallelism=2, completions=1, template_spec=STAGE_SPEC),
+            f.replicated_job("evaluator", template_spec=STAGE_SPEC)], in_order=True, annotations=ann)
+        job = f.jobset_job(js, stage)
+        size = f.jobset_size(js["spec"])  # min(2, 3) + 3 × min(2, 1) + 1 = 6
+        workers, evaluator = (f.replicated_job_pods(r) for r in js["spec"]["replicatedJobs"][1:])
+        expected = [stage_member("workers", workers), stage_member("evaluator", evaluator)]
+        return Scenario([js, job], f.job_pod(job, completion_index=0), js, "pipeline", size,
+                        expected if stage == "driver" else None)
+
+    return build
+
+
+def jobset_restarted(ns: str, ann: Obj) -> Scenario:
+    js = f.jobset(ns, "llm", [f.replicated_job("workers", replicas=2, parallelism=2, completions=2)],
+                  annotations=ann)
+    job = f.jobset_job(js, "workers", job_index=0, restart_attempt=2)
+    return Scenario([js, job], f.job_pod(job, completion_index=1), js, "llm-r2", f.jobset_size(js["spec"]))
+
+
+def trainjob(stage: str) -> Builder:
+    """TrainJob → JobSet of the same name (no annotations of its own) → Jobs → pods."""
+
+    def build(ns: str, ann: Obj) -> Scenario:
+        tj = f.trainjob(ns, "finetune", annotations=ann)
+        js = f.jobset(ns, "finetune", [
+            f.replicated_job("dataset-initializer"),
+            f.replicated_job("node", parallelism=4, completions=4, template_spec=STAGE_SPEC,
+                             depends_on="dataset-initializer")], owners=(f.ref(tj),))
+        job = f.jobset_job(js, stage)
+        expected = [stage_member("node", 4)] if stage == "dataset-initializer" else None
+        return Scenario([tj, js, job], f.job_pod(job, completion_index=0), tj, "finetune",
+                        f.jobset_size(js["spec"]), expected)
+
+    return build
+
+
+# --- KubeRay -------------------------------------------------------------------------------------
+
+
+def raycluster(node: str) -> Builder:
+    def build(ns: str, ann: Obj) -> Scenario:
+        spec = f.ray_cluster_spec(
+            f.worker_group("multihost", replicas=3, min_replicas=1, max_replicas=5, hosts=2),  # 3 × 2
+            f.worker_group("capped", replicas=10, max_replicas=4),  # 4
+            f.worker_group("floor", replicas=0, min_replicas=2))  # 2
+        cluster = f.ray_cluster(ns, "ray", spec, annotations=ann)
+        size = f.ray_size(spec)
+        assert size == 1 + 6 + 4 + 2
+        return Scenario([cluster], f.ray_pod(cluster, None if node == "head" else "capped"), cluster, "ray", size)
+
+    return build
+
+
+def raycluster_autoscaling(ns: str, ann: Obj) -> Scenario:
+    spec = f.ray_cluster_spec(f.worker_group("gpu", replicas=5, min_replicas=2, max_replicas=10), autoscaling=True)
+    cluster = f.ray_cluster(ns, "elastic", spec, annotations=ann)
+    return Scenario([cluster], f.ray_pod(cluster, "gpu"), cluster, "elastic", f.ray_size(spec))
+
+
+def rayjob_cluster_pod(ns: str, ann: Obj) -> Scenario:
+    spec = f.ray_cluster_spec(f.worker_group("cpu", replicas=2))
+    rj = f.ray_job(ns, "batch-infer", spec, annotations=ann)
+    cluster = f.cluster_of(rj, "batch-infer-x7k2p")
+    return Scenario([rj, cluster], f.ray_pod(cluster, "cpu"), rj, "batch-infer", f.ray_size(spec))
+
+
+def rayservice_pod(ns: str, ann: Obj) -> Scenario:
+    spec = f.ray_cluster_spec(f.worker_group("serve", replicas=3, hosts=2))
+    svc = f.ray_service(ns, "serve", spec, annotations=ann)
+    cluster = f.cluster_of(svc, "serve-raycluster-q8wzt")
+    return Scenario([svc, cluster], f.ray_pod(cluster), svc, f.name_of(cluster), f.ray_size(spec))
+
+
+# --- LeaderWorkerSet -----------------------------------------------------------------------------
+
+LWS_WORKER_SPEC = f.pod_spec(f.container("vllm", cpu="8", memory="64Gi"), nodeSelector={"accelerator": "h100"})
+
+
+def lws(role: str, startup: str | None, revision: str | None = "7d9f8b6c5", index_labels: bool = True) -> Builder:
+    def build(ns: str, ann: Obj) -> Scenario:
+        lws_obj = f.lws(ns, "vllm", size=4, replicas=3, startup=startup, worker_spec=LWS_WORKER_SPEC,
+                        annotations=ann)
+        size = lws_obj["spec"]["leaderWorkerTemplate"]["size"]
+        sts = f.lws_leader_sts(lws_obj)
+        leader = f.lws_leader(lws_obj, sts, 1, revision=revision, index_labels=index_labels)
+        group = "vllm-1" + (f"-{revision}" if revision else "")
+        if role == "leader":
+            member = {"role": "worker", "count": size - 1, "requests": {"cpu": 8, "memory": 64 * GI},
+                      "nodeSelector": {"accelerator": "h100"}, "tolerations": [], "affinity": None}
+            expected = [member] if startup == "LeaderReady" else None
+            return Scenario([lws_obj, sts], leader, lws_obj, group, size, expected)
+        leader = f.stored(leader, ns)
+        worker_sts = f.lws_worker_sts(lws_obj, leader)
+        worker = f.lws_worker(lws_obj, worker_sts, 1, 2, revision=revision, index_labels=index_labels)
+        return Scenario([lws_obj, sts, leader, worker_sts], worker, lws_obj, group, size)
+
+    return build
+
+
+# --- batch, Argo ---------------------------------------------------------------------------------
+
+
+def batch_job(parallelism: int | None, completions: int | None, indexed: bool = False) -> Builder:
+    def build(ns: str, ann: Obj) -> Scenario:
+        job = f.batch_job(ns, "etl", f.job_spec(parallelism, completions), annotations=ann)
+        pod = f.job_pod(job, completion_index=1 if indexed else None)
+        return Scenario([job], pod, job, "etl", f.job_pods(job["spec"]))
+
+    return build
+
+
+def cronjob_run(ns: str, ann: Obj) -> Scenario:
+    cron = f.cronjob(ns, "nightly", f.job_spec(parallelism=3, completions=6), annotations=ann)
+    run = f.cron_run(cron, 28950000)
+    return Scenario([cron, run], f.job_pod(run), cron, f.name_of(run), f.job_pods(run["spec"]))
+
+
+def argo_with_size(ns: str, ann: Obj) -> Scenario:
+    wf = f.workflow(ns, "wf-train", annotations={**ann, f.MIN_AVAILABLE: "3"})
+    return Scenario([wf], f.argo_pod(wf, "train"), wf, "wf-train", 3)
+
+
+SCENARIOS: dict[str, Builder] = {
+    "spark-driver": spark_driver,
+    "spark-executor": spark_executor,
+    "scheduled-spark-driver": scheduled_spark_driver,
+    "scheduled-spark-executor": scheduled_spark_executor,
+    **{f"training-{kind}": training(kind) for kind in TRAINING},
+    "pytorch-min-available": pytorch_min_available,
+    "mpi-v2-worker": mpi_v2("worker", None),
+    "mpi-v2-launcher": mpi_v2("launcher", None),
+    "mpi-v2-wait-worker": mpi_v2("worker", "WaitForWorkersReady"),
+    "mpi-v2-wait-launcher": mpi_v2("launcher", "WaitForWorkersReady"),
+    "jobset": jobset_plain,
+    "jobset-dependson-first": jobset_depends_on("launcher"),
+    "jobset-dependson-later": jobset_depends_on("workers"),
+    "jobset-inorder-first": jobset_in_order("driver"),
+    "jobset-inorder-middle": jobset_in_order("workers"),
+    "jobset-inorder-last": jobset_in_order("evaluator"),
+    "jobset-restart-attempt": jobset_restarted,
+    "trainjob-initializer": trainjob("dataset-initializer"),
+    "trainjob-node": trainjob("node"),
+    "raycluster-head": raycluster("head"),
+    "raycluster-worker": raycluster("worker"),
+    "raycluster-autoscaling": raycluster_autoscaling,
+    "rayjob-cluster-pod": rayjob_cluster_pod,
+    "rayservice-pod": rayservice_pod,
+    "lws-leader": lws("leader", None),
+    "lws-worker": lws("worker", None),
+    "lws-leaderready-leader": lws("leader", "LeaderReady"),
+    "lws-leaderready-worker": lws("worker", "LeaderReady"),
+    "lws-leader-no-index-labels": lws("leader", "LeaderReady", index_labels=False),
+    "lws-worker-no-index-labels": lws("worker", "LeaderReady", index_labels=False),
+    "lws-no-revision": lws("worker", None, revision=None),
+    "job": batch_job(4, 10),
+    "job-indexed": batch_job(8, 2, indexed=True),
+    "job-defaults": batch_job(None, None),
+    "cronjob": cronjob_run,
+    "argo-with-min-available": argo_with_size,
+}
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def admit(webhook, apiserver, ns: str, scenario: Scenario) -> tuple[Obj, Obj]:
+    apiserver.put(*scenario.owners)
+    return webhook.admit(scenario.pod, ns)
+
+
+def normalized(members: list[Obj]) -> list[Obj]:
+    """Expected members with requests as exact numbers, so '5Gi' and '5120Mi' compare equal."""
+    return [{**m, "requests": {k: Fraction(v) if not isinstance(v, str) else f.quantity(v)
+                               for k, v in m["requests"].items()}} for m in members]
+
+
+def assert_untouched(response: Obj, pod: Obj, after: Obj, warned: bool) -> None:
+    assert "patch" not in response and after == pod
+    assert bool(response.get("warnings")) is warned, response.get("warnings")
+
+
+def assert_gang(after: Obj, original: Obj, group: str, size: int, root: Obj) -> None:
+    labels, annotations = after["metadata"]["labels"], after["metadata"]["annotations"]
+    assert labels[GROUP_LABEL] == group
+    assert labels[MIN_LABEL] == str(size)
+    assert annotations[COSCHED_GROUP] == group and annotations[COSCHED_MIN] == str(size)
+    assert {"name": GATE} in after["spec"]["schedulingGates"]
+    assert after["spec"]["schedulerName"] == SCHEDULER
+    assert annotations[OWNER] == f.owner_string(root)
+    assert annotations[OWNER_UID] == root["metadata"]["uid"]
+    assert original["metadata"]["labels"].items() <= labels.items()  # nothing of the operator's removed
+    assert after["metadata"]["ownerReferences"] == original["metadata"]["ownerReferences"]
+
+
+def expected_members(after: Obj) -> list[Obj] | None:
+    text = after["metadata"]["annotations"].get(EXPECTED)
+    return None if text is None else normalized(json.loads(text))
+
+
+# --- every operator: gang, opt-in, idempotency ---------------------------------------------------
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_operator_pod_joins_its_gang(webhook, apiserver, namespace, name):
+    scenario = SCENARIOS[name](namespace, OPT_IN)
+    response, after = admit(webhook, apiserver, namespace, scenario)
+    assert not response.get("warnings")
+    assert_gang(after, scenario.pod, scenario.group, scenario.size, scenario.root)
+    expected = None if scenario.expected is None else normalized(scenario.expected)
+    assert expected_members(after) == expected
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_root_without_opt_in_is_left_alone_quietly(webhook, apiserver, namespace, name):
+    scenario = SCENARIOS[name](namespace, {})
+    response, after = admit(webhook, apiserver, namespace, scenario)
+    assert_untouched(response, scenario.pod, after, warned=False)
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_reinvocation_adds_nothing(webhook, apiserver, namespace, name):
+    scenario = SCENARIOS[name](namespace, OPT_IN)
+    _, first = admit(webhook, apiserver, namespace, scenario)
+    response, again = webhook.admit(first, namespace)
+    assert "patch" not in response and again == first
+    # Another webhook (LWS's, JobSet's) changed the pod in between: still nothing of ours to add.
+    touched = copy.deepcopy(first)
+    touched["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/worker-index"] = "0"
+    touched["metadata"]["annotations"]["example.com/injected"] = "yes"
+    response, _ = webhook.admit(touched, namespace)
+    assert "patch" not in response
+
+
+# --- overrides on the root -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, override, trimmed", [
+    # Spark: driver + 3 executors; 3 members = driver + 2 executors.
+    ("spark-driver", 3, [("executor", 2)]),
+    ("spark-driver", 1, None),  # the driver alone: nothing to wait for
+    # JobSet dependsOn: 1 launcher now, 8 workers later; 5 = launcher + 4 workers.
+    ("jobset-dependson-first", 5, [("workers", 4)]),
+    # InOrder: 2 driver pods now, then 3 workers, then 1 evaluator; later stages are dropped first.
+    ("jobset-inorder-first", 4, [("workers", 2)]),
+    ("jobset-inorder-first", 5, [("workers", 3)]),
+    ("jobset-inorder-first", 6, [("workers", 3), ("evaluator", 1)]),
+    # LWS LeaderReady: leader now, 3 workers later.
+    ("lws-leaderready-leader", 2, [("worker", 1)]),
+    # MPI WaitForWorkersReady: 4 workers now, the launcher later.
+    ("mpi-v2-wait-worker", 4, None),
+    ("training-PyTorchJob", 2, None),
+    ("raycluster-head", 5, None),
+    ("job", 2, None),
+])
+def test_min_available_override_sets_size_and_trims_expected(webhook, apiserver, namespace, name, override, trimmed):
+    scenario = SCENARIOS[name](namespace, {**OPT_IN, f.MIN_AVAILABLE: str(override)})
+    response, after = admit(webhook, apiserver, namespace, scenario)
+    assert not response.get("warnings")
+    assert_gang(after, scenario.pod, scenario.group, override, scenario.root)
+    members = expected_members(after)
+    assert [(m["role"], m["count"]) for m in members or []] == (trimmed or [])
+    assert (members is None) is (trimmed is None)
+
+
+def test_min_available_larger_than_the_job_warns(webhook, apiserver, namespace):
+    scenario = SCENARIOS["job"](namespace, {**OPT_IN, f.MIN_AVAILABLE: "40"})
+    response, after = admit(webhook, apiserver, namespace, scenario)
+    assert response.get("warnings")
+    assert after["metadata"]["labels"][MIN_LABEL] == "40"
+
+
+def test_invalid_min_available_is_ignored_with_a_warning(webhook, apiserver, namespace):
+    scenario = SCENARIOS["training-PyTorchJob"](namespace, {**OPT_IN, f.MIN_AVAILABLE: "all"})
+    response, after = admit(webhook, apiserver, namespace, scenario)
+    assert response.get("warnings")
+    assert_gang(after, scenario.pod, scenario.group, scenario.size, scenario.root)
+
+
+@pytest.mark.parametrize("name", ["spark-driver", "training-TFJob", "mpi-v2-wait-worker", "jobset-dependson-first",
+                                  "trainjob-node", "raycluster-worker", "rayjob-cluster-pod", "job"])
+def test_group_name_override(webhook, apiserver, namespace, name):
+    scenario = SCENARIOS[name](namespace, {**OPT_IN, f.GROUP_NAME: "team-a.run-7"})
+    _, after = admit(webhook, apiserver, namespace, scenario)
+    assert_gang(after, scenario.pod, "team-a.run-7", scenario.size, scenario.root)
+
+
+# --- Spark ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec, cpu, memory_mib, extra", [
+    # JVM: factor 0.1, floor 384Mi
+    ({"type": "Scala", "executor": {"instances": 2, "cores": 2, "memory": "2g"}}, 2, 2048 + 384, {}),
+    ({"type": "Java", "executor": {"instances": 2, "cores": 4, "memory": "8g"}}, 4, 8192 + 819, {}),
+    # Python/R: factor 0.4, floor(0.4 × 1024) = 409
+    ({"type": "Python", "executor": {"instances": 2, "cores": 1, "memory": "1g"}}, 1, 1024 + 409, {}),
+    ({"type": "R", "executor": {"instances": 2, "cores": 1, "memory": "4g"}}, 1, 4096 + 1638, {}),
+    # explicit factor (spec, then sparkConf) and explicit overhead
+    ({"type": "Python", "memoryOverheadFactor": "0.2", "executor": {"instances": 2, "cores": 1, "memory": "4g"}},
+     1, 4096 + 819, {}),
+    ({"type": "Scala", "sparkConf": {"spark.kubernetes.memoryOverheadFactor": "0.25"},
+      "executor": {"instances": 2, "cores": 1, "memory": "4096m"}}, 1, 4096 + 1024, {}),
+    ({"type": "Python", "executor": {"instances": 2, "cores": 1, "memory": "4g", "memoryOverhead": "1g"}},
+     1, 4096 + 1024, {}),
+    # coreRequest wins over cores; GPUs from executor.gpu
+    ({"type": "Scala", "executor": {"instances": 2, "cores": 4, "coreRequest": "1500m", "memory": "2g",
+                                    "gpu": {"name": "nvidia.com/gpu", "quantity": 2}}},
+     Fraction(3, 2), 2048 + 384, {"nvidia.com/gpu": 2}),
+])
+def test_spark_driver_announces_executor_size(webhook, apiserver, namespace, spec, cpu, memory_mib, extra):
+    app = f.spark_app(namespace, "sized", f.spark_spec(**spec), annotations=OPT_IN)
+    apiserver.put(app)
+    _, after = webhook.admit(f.spark_driver(app), namespace)
+    (member,) = expected_members(after)
+    assert member["role"] == "executor" and member["count"] == 2
+    assert member["requests"] == {"cpu": Fraction(cpu), "memory": memory_mib * MI, **extra}
+
+
+def test_spark_executor_placement_is_announced(webhook, apiserver, namespace):
+    toleration = {"key": "spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]}]}}}
+    spec = f.spark_spec(nodeSelector={"team": "ml", "pool": "general"},
+                        executor={"instances": 4, "cores": 1, "memory": "2g", "nodeSelector": {"pool": "spot"},
+                                  "tolerations": [toleration], "affinity": affinity})
+    app = f.spark_app(namespace, "placed", spec, annotations=OPT_IN)
+    apiserver.put(app)
+    _, after = webhook.admit(f.spark_driver(app), namespace)
+    (member,) = expected_members(after)
+    assert member["nodeSelector"] == {"team": "ml", "pool": "spot"}  # executor's value wins
+    assert member["tolerations"] == [toleration]
+    assert member["affinity"] == affinity
+
+
+@pytest.mark.parametrize("overrides", [
+    {"executor": {"instances": 2}, "dynamicAllocation": {"enabled": True, "initialExecutors": 5, "minExecutors": 3,
+                                                         "maxExecutors": 20}},
+    {"executor": {"instances": 6}, "dynamicAllocation": {"enabled": True, "initialExecutors": 2, "minExecutors": 1}},
+    {"executor": {"instances": 1}, "sparkConf": {"spark.dynamicAllocation.enabled": "true",
+                                                 "spark.dynamicAllocation.minExecutors": "4"}},
+    {"executor": {}, "dynamicAllocation": {"enabled": False, "initialExecutors": 9}},  # off: default 1
+])
+def test_spark_dynamic_allocation_executor_count(webhook, apiserver, namespace, overrides):
+    app = f.spark_app(namespace, "dyn", f.spark_spec(**overrides), annotations=OPT_IN)
+    apiserver.put(app)
+    executors = f.spark_executors(app["spec"])
+    _, after = webhook.admit(f.spark_driver(app), namespace)
+    assert after["metadata"]["labels"][MIN_LABEL] == str(1 + executors)
+    assert [m["count"] for m in expected_members(after)] == [executors]
+
+
+def test_thousand_spark_executors_cost_three_reads(webhook, apiserver, namespace):
+    app = f.spark_app(namespace, "wide", f.spark_spec(executor={"instances": 1000, "cores": 1, "memory": "1g"}),
+                      annotations=OPT_IN)
+    driver = f.stored(f.spark_driver(app), namespace)
+    apiserver.put(app, driver)
+    before = apiserver.total_reads()
+    _, driver_after = webhook.admit(f.spark_driver(app), namespace)
+    groups = set()
+    for exec_id in range(1, 1001):
+        _, after = webhook.admit(f.spark_executor(app, driver, exec_id), namespace)
+        labels = after["metadata"]["labels"]
+        groups.add((labels[GROUP_LABEL], labels[MIN_LABEL]))
+    assert groups == {("wide", "1001")}
+    assert driver_after["metadata"]["labels"][GROUP_LABEL] == "wide"
+    assert apiserver.total_reads() - before <= 3  # namespace, SparkApplication, driver pod
+
+
+# --- staged gangs ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("api_version, staged", [("kubeflow.org/v1", False), ("kubeflow.org/v2beta1", True)])
+def test_mpijob_dispatches_on_api_version(webhook, apiserver, namespace, api_version, staged):
+    """The same MPIJob spec: training-operator (v1) creates all pods together; mpi-operator (v2beta1)
+    under WaitForWorkersReady creates the launcher later, so workers announce it."""
+    job = f.mpijob_v2(namespace, "mpi", workers=3, policy="WaitForWorkersReady", launcher_spec=LAUNCHER_SPEC,
+                      annotations=OPT_IN, api_version=api_version)
+    apiserver.put(job)
+    _, after = webhook.admit(f.mpi_worker(job, 0), namespace)
+    size = f.training_size(job["spec"], "mpiReplicaSpecs")  # 1 launcher + 3 workers, both ways
+    assert_gang(after, f.mpi_worker(job, 0), "mpi", size, job)
+    assert after["metadata"]["annotations"][OWNER] == f"{api_version}/MPIJob/mpi"
+    assert expected_members(after) == (normalized([LAUNCHER]) if staged else None)
+
+
+def test_lws_groups_are_separate_gangs(webhook, apiserver, namespace):
+    lws_obj = f.lws(namespace, "vllm", size=2, replicas=3, annotations=OPT_IN)
+    sts = f.lws_leader_sts(lws_obj)
+    apiserver.put(lws_obj, sts)
+    groups = [webhook.admit(f.lws_leader(lws_obj, sts, i, revision="abc"), namespace)[1]["metadata"]["labels"]
+              [GROUP_LABEL] for i in range(3)]
+    assert groups == ["vllm-0-abc", "vllm-1-abc", "vllm-2-abc"]
+
+
+def test_lws_group_index_comes_from_the_name_not_the_index_labels(webhook, apiserver, namespace):
+    """LWS's webhook may add (or have stale) index labels; the ordinal of the pod name decides."""
+    lws_obj = f.lws(namespace, "vllm", size=2, replicas=3, annotations=OPT_IN)
+    sts = f.lws_leader_sts(lws_obj)
+    apiserver.put(lws_obj, sts)
+    leader = f.lws_leader(lws_obj, sts, 2, revision=None)
+    leader["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/group-index"] = "0"
+    _, after = webhook.admit(leader, namespace)
+    assert after["metadata"]["labels"][GROUP_LABEL] == "vllm-2"
+
+
+def test_cronjob_runs_are_separate_gangs(webhook, apiserver, namespace):
+    cron = f.cronjob(namespace, "nightly", f.job_spec(parallelism=2), annotations=OPT_IN)
+    runs = [f.cron_run(cron, minute) for minute in (28950000, 28951440)]
+    apiserver.put(cron, *runs)
+    groups = {webhook.admit(f.job_pod(run), namespace)[1]["metadata"]["labels"][GROUP_LABEL] for run in runs}
+    assert groups == {f.name_of(run) for run in runs}
+
+
+def test_rayservice_upgrade_makes_a_second_gang(webhook, apiserver, namespace):
+    svc = f.ray_service(namespace, "serve", f.ray_cluster_spec(f.worker_group("w", replicas=1)), annotations=OPT_IN)
+    old, new = f.cluster_of(svc, "serve-raycluster-aaaaa"), f.cluster_of(svc, "serve-raycluster-bbbbb")
+    new["spec"]["workerGroupSpecs"][0]["replicas"] = 3  # the upgrade scales the worker group
+    apiserver.put(svc, old, new)
+    labels = [webhook.admit(f.ray_pod(c, "w"), namespace)[1]["metadata"]["labels"] for c in (old, new)]
+    assert [(x[GROUP_LABEL], x[MIN_LABEL]) for x in labels] == [(f.name_of(c), str(f.ray_size(c["spec"])))
+                                                                 for c in (old, new)]
+
+
+# --- left alone, with a warning ------------------------------------------------------------------
+
+
+def test_rayjob_submitter_is_not_a_member(webhook, apiserver, namespace):
+    rj = f.ray_job(namespace, "batch-infer", f.ray_cluster_spec(f.worker_group("cpu", replicas=2)), annotations=OPT_IN)
+    submitter = f.batch_job(namespace, "batch-infer", f.job_spec(backoffLimit=2), owners=(f.ref(rj),))
+    apiserver.put(rj, submitter)
+    pod = f.job_pod(submitter)
+    response, after = webhook.admit(pod, namespace)
+    assert_untouched(response, pod, after, warned=True)
+
+
+def test_argo_without_min_available_is_left_alone(webhook, apiserver, namespace):
+    wf = f.workflow(namespace, "wf", annotations=OPT_IN)
+    apiserver.put(wf)
+    pod = f.argo_pod(wf, "step-a")
+    response, after = webhook.admit(pod, namespace)
+    assert_untouched(response, pod, after, warned=True)
+
+
+def _volcano_pod(pod: Obj) -> None:
+    pod["metadata"].setdefault("annotations", {})["scheduling.k8s.io/group-name"] = "podgroup-x"
+
+
+def _scheduler(name: str) -> Callable[[Obj], None]:
+    return lambda pod: pod["spec"].update(schedulerName=name)
+
+
+def _spark_scheduler(name: str) -> Callable[[Obj], None]:
+    return lambda root: root["spec"].update(batchScheduler=name)
+
+
+@pytest.mark.parametrize("build, change_root, change_pod", [
+    (SCENARIOS["spark-driver"], _spark_scheduler("volcano"), None),
+    (SCENARIOS["spark-executor"], _spark_scheduler("yunikorn"), None),
+    (SCENARIOS["scheduled-spark-driver"], lambda root: root["spec"]["template"].update(batchScheduler="volcano"),
+     None),
+    (SCENARIOS["raycluster-head"], lambda root: root["metadata"].update(labels={"ray.io/scheduler-name": "volcano"}),
+     None),
+    (SCENARIOS["training-PyTorchJob"], None, _volcano_pod),  # training-operator --gang-scheduling=volcano
+    (SCENARIOS["mpi-v2-worker"], None, _scheduler("volcano")),
+    (SCENARIOS["lws-leader"], None, _volcano_pod),
+    (SCENARIOS["job"], None, _scheduler("yunikorn")),
+], ids=["spark", "spark-executor", "scheduled-spark", "raycluster", "volcano-annotation", "volcano-scheduler",
+        "lws-volcano", "yunikorn-scheduler"])
+def test_native_gang_schedulers_are_not_fought(webhook, apiserver, namespace, build, change_root, change_pod):
+    scenario = build(namespace, OPT_IN)
+    for change, target in ((change_root, scenario.root), (change_pod, scenario.pod)):
+        if change:
+            change(target)
+    response, after = admit(webhook, apiserver, namespace, scenario)
+    assert_untouched(response, scenario.pod, after, warned=True)
+
+
+# --- long names ----------------------------------------------------------------------------------
+
+
+def truncated_labels(pod: Obj) -> Obj:
+    """Label values carrying a 100+ character root name are cut to 63 characters, as operators must."""
+    pod["metadata"]["labels"] = {k: v[:63].rstrip("-.") for k, v in pod["metadata"]["labels"].items()}
+    return pod
+
+
+def test_long_root_names_give_stable_distinct_valid_groups(webhook, apiserver, namespace):
+    prefix = "llama-3-70b-instruct-finetune.with-a-very-long-experiment-name-that-keeps-going-and-going-and-going"
+    jobs = [f.training_job("PyTorchJob", namespace, f"{prefix}-{suffix}", {"Master": 1, "Worker": 2},
+                           annotations=OPT_IN) for suffix in ("run-0001", "run-0002")]
+    assert all(len(f.name_of(job)) >= 100 for job in jobs)
+    apiserver.put(*jobs)
+    groups = []
+    for job in jobs:
+        first = webhook.admit(truncated_labels(f.training_pod(job, "Master", 0)), namespace)[1]
+        second = webhook.admit(truncated_labels(f.training_pod(job, "Worker", 1)), namespace)[1]
+        group = first["metadata"]["labels"][GROUP_LABEL]
+        assert second["metadata"]["labels"][GROUP_LABEL] == group  # stable across the gang
+        assert len(group) <= 63 and LABEL_VALUE.match(group)
+        assert first["metadata"]["annotations"][COSCHED_GROUP] == group
+        assert first["metadata"]["annotations"][OWNER] == f.owner_string(job)  # the full name
+        groups.append(group)
+    assert groups[0] != groups[1]
+
+
+def test_long_names_in_composed_groups(webhook, apiserver, namespace):
+    """A long LWS name plus ``-<index>-<revision>``: still one valid label value per group."""
+    lws_obj = f.lws(namespace, "l" * 110, size=2, replicas=2, annotations=OPT_IN)
+    sts = f.lws_leader_sts(lws_obj)
+    apiserver.put(lws_obj, sts)
+    leaders = [truncated_labels(f.lws_leader(lws_obj, sts, i, revision="5d4c3b2a1")) for i in (0, 1, 0)]
+    groups = [webhook.admit(leader, namespace)[1]["metadata"]["labels"][GROUP_LABEL] for leader in leaders]
+    assert groups[0] == groups[2] != groups[1]
+    assert all(len(g) <= 63 and LABEL_VALUE.match(g) for g in groups)

@@ -1,0 +1,74 @@
+"""The HTTP layer as the apiserver and Prometheus see it: TLS, status codes, probes, metrics."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import ssl
+import subprocess
+
+from tests.conftest import KUBENEXUS, pod_request
+
+PLAIN_POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}
+
+
+def _mutate_count(webhook) -> float:
+    status, body = webhook.request("GET", "/metrics")
+    assert status == 200
+    counts = re.findall(rb'kubenexus_webhook_requests_total\{endpoint="mutate",result="[a-z_]+"\} ([0-9.e+]+)', body)
+    return sum(float(c) for c in counts)
+
+
+def test_plain_pod_passes_unchanged(webhook, namespace):
+    response, after = webhook.admit(PLAIN_POD, namespace)
+    assert "patch" not in response and after == PLAIN_POD
+
+
+def test_malformed_bodies_get_400_with_a_reason(webhook):
+    for body, reason in ((b"{not json", b"not JSON"), (b"[]", b"not a JSON object"),
+                         (b'{"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview"}', b"expected"),
+                         (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}', b"request")):
+        status, data = webhook.request("POST", "/mutate", body)
+        assert status == 400 and reason in data, (body, data)
+
+
+def test_non_create_requests_are_allowed_without_patch(webhook, namespace):
+    response = webhook.review("/mutate", pod_request(PLAIN_POD, namespace, operation="DELETE"))
+    assert response["allowed"] is True and "patch" not in response
+
+
+def test_probes(webhook):
+    assert webhook.request("GET", "/healthz") == (200, b"ok")
+    assert webhook.request("GET", "/readyz") == (200, b"ready")
+
+
+def test_tls_is_at_least_1_2_and_verifies_with_the_generated_ca(webhook, tls):
+    context = ssl.create_default_context(cafile=tls.ca_cert)
+    conn = http.client.HTTPSConnection("127.0.0.1", webhook.port, context=context, timeout=5)
+    conn.request("GET", "/healthz")
+    assert conn.getresponse().status == 200
+    assert conn.sock.version() in ("TLSv1.2", "TLSv1.3")
+    conn.close()
+
+
+def test_metrics_count_every_request_across_workers(webhook, namespace, tls):
+    """Requests on separate connections land on different gunicorn workers; /metrics sums them all."""
+    before = _mutate_count(webhook)
+    context = ssl.create_default_context(cafile=tls.ca_cert)
+    for _ in range(20):
+        conn = http.client.HTTPSConnection("127.0.0.1", webhook.port, context=context, timeout=5)
+        body = ('{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":'
+                + json.dumps(pod_request(PLAIN_POD, namespace)) + "}")
+        conn.request("POST", "/mutate", body=body, headers={"Content-Type": "application/json"})
+        assert conn.getresponse().status == 200
+        conn.close()
+    assert _mutate_count(webhook) - before == 20
+
+
+def test_webhook_refuses_to_start_with_an_invalid_config(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("autoInject: everywhere\n")
+    done = subprocess.run([KUBENEXUS, "webhook", "--config", str(config)], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2
+    assert "autoInject" in done.stderr and "everywhere" in done.stderr
