@@ -15,7 +15,7 @@ from gang import keys
 from gang.adapters.base import Chain, ExpectedMember, Membership
 from gang.config import Config
 from gang.kinds import NAMESPACE, split_api_version
-from gang.names import label_value
+from gang.names import MAX_LABEL_VALUE, is_label_value, label_value
 from gang.objects import LookupFailed, Obj, ObjectSource
 from gang.owners import Outcome, walk_owners
 
@@ -113,6 +113,8 @@ class _Decider:
         else:
             name = self.explicit_name or ""
         size = _positive_int(self.explicit_size) or override or membership.size or 1
+        if not is_label_value(str(size)):  # the apiserver would reject the pod with this min-available label
+            return self.skip(f"gang size {size} has more than {MAX_LABEL_VALUE} digits", warn=True)
         self.reasons.append(membership.reason)
         self.reasons.append(f"gang {label_value(name)} of {size} member(s)")
         return Decision(

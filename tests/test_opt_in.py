@@ -329,6 +329,14 @@ def test_owner_reference_cycle_admits_unchanged_with_warning(webhook, apiserver,
     assert any("loop-a" in w or "loop-b" in w for w in response["warnings"])
 
 
+def test_min_available_too_long_for_a_label_admits_unchanged_with_warning(webhook, namespace):
+    # A valid annotation, but the label it would be copied to holds at most 63 characters.
+    pod = make_pod(annotations={SIGS_GROUP: "legacy", SIGS_MIN: "9" * 64})
+    response, after = webhook.admit(pod, namespace)
+    assert_unchanged(response, pod, after)
+    assert any("63" in w for w in response["warnings"])
+
+
 def test_bound_pod_in_opted_in_gang_admits_unchanged_with_warning(webhook, apiserver, namespace):
     job = pytorchjob(namespace, {OPT_IN: "true"})
     apiserver.put(job)

@@ -56,6 +56,7 @@ def assert_denied(response, field, code=None):
     ({GROUP: "my-gang", MIN: "3"}, {SIGS_GROUP: "my-gang", SIGS_MIN: "3"}),
     ({}, {SIGS_GROUP: "legacy.v2_a", SIGS_MIN: "12"}),
     ({GROUP: "a" * 63}, {}),
+    ({GROUP: "g", MIN: "5"}, {SIGS_GROUP: "g", SIGS_MIN: "05"}),  # the same number
 ])
 def test_pod_create_with_valid_gang_labels_is_allowed(webhook, labels, annotations):
     assert check(webhook, pod_request(make_pod(labels, annotations), "ns"))["allowed"] is True
@@ -76,6 +77,7 @@ def test_pod_create_with_valid_gang_labels_is_allowed(webhook, labels, annotatio
     ({GROUP: "g", MIN: "٣"}, {}, f"metadata.labels[{MIN}]"),  # Arabic-Indic 3: not an integer to Go's Atoi
     ({GROUP: "a"}, {SIGS_GROUP: "b"}, f"metadata.annotations[{SIGS_GROUP}]"),
     ({GROUP: "g", MIN: "2"}, {SIGS_GROUP: "g", SIGS_MIN: "3"}, f"metadata.annotations[{SIGS_MIN}]"),
+    ({GROUP: "5"}, {SIGS_GROUP: "05"}, f"metadata.annotations[{SIGS_GROUP}]"),  # names are compared as text
     ({MIN: "2"}, {}, f"metadata.labels[{GROUP}]"),
     ({}, {SIGS_MIN: "2"}, f"metadata.labels[{GROUP}]"),
 ])
@@ -251,8 +253,8 @@ def valid_annotations(size):
 @pytest.mark.parametrize("kind", ROOTS)
 def test_root_with_valid_annotations_is_allowed(webhook, kind):
     build, size = ROOTS[kind]
-    for annotations in ({}, {"kubenexus.io/gang-scheduling": "false"}, {"other.io/x": "y"}, valid_annotations(size)):
-        assert check(webhook, root_request(build(annotations)))["allowed"] is True, annotations
+    for notes in ({}, {"kubenexus.io/gang-scheduling": "false"}, {"other.io/x": "y"}, valid_annotations(size)):
+        assert check(webhook, root_request(build(notes)))["allowed"] is True, notes
 
 
 BAD_ROOT_ANNOTATIONS = [
@@ -319,7 +321,8 @@ def test_update_introducing_a_bad_annotation_is_denied(webhook, kind):
     build, _ = ROOTS[kind]
     old = build({"kubenexus.io/gang-scheduling": "true"})
     new = build({"kubenexus.io/gang-scheduling": "maybe"})
-    assert_denied(check(webhook, root_request(new, "UPDATE", old)), "metadata.annotations[kubenexus.io/gang-scheduling]")
+    response = check(webhook, root_request(new, "UPDATE", old))
+    assert_denied(response, "metadata.annotations[kubenexus.io/gang-scheduling]", 422)
 
 
 @pytest.mark.parametrize("kind", ROOTS)

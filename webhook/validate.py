@@ -28,6 +28,12 @@ def _positive_int(value: Any) -> bool:
     return isinstance(value, str) and value.isascii() and value.isdigit() and int(value) >= 1
 
 
+def _agree(key: str, label: Any, annotation: Any) -> bool:
+    """Equal, or the same min-available: mutation copies an annotation's "05" to the label as "5"."""
+    return label == annotation or (key == keys.POD_GROUP_MIN_LABEL and _positive_int(label)
+                                   and _positive_int(annotation) and int(label) == int(annotation))
+
+
 def _gates(pod: Obj | None) -> set[str]:
     gates = ((pod or {}).get("spec") or {}).get("schedulingGates") or []
     return {g.get("name") for g in gates if isinstance(g, dict)}
@@ -39,7 +45,7 @@ def check_pod_labels(pod: Obj) -> str | None:
     pairs = ((keys.POD_GROUP_LABEL, keys.COSCHED_GROUP_ANNOTATION),
              (keys.POD_GROUP_MIN_LABEL, keys.COSCHED_MIN_ANNOTATION))
     for label, annotation in pairs:
-        if label in labels and annotation in annotations and labels[label] != annotations[annotation]:
+        if label in labels and annotation in annotations and not _agree(label, labels[label], annotations[annotation]):
             return (f"metadata.annotations[{annotation}]: {annotations[annotation]!r} disagrees with "
                     f"metadata.labels[{label}]: {labels[label]!r}")
     for field, source in (("labels", labels), ("annotations", annotations)):
