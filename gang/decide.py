@@ -106,9 +106,9 @@ class _Decider:
             if keys.MIN_AVAILABLE in root_annotations and override is None:
                 self.warnings.append(f"kubenexus: ignoring invalid {keys.MIN_AVAILABLE}="
                                      f"{root_annotations[keys.MIN_AVAILABLE]!r} on the root object")
-            if override and membership.size and override > membership.size:
+            if override and membership.pod_total and override > membership.pod_total:
                 self.warnings.append(f"kubenexus: {keys.MIN_AVAILABLE}={override} is larger than the "
-                                     f"{membership.size} pods the root creates; the gang cannot complete")
+                                     f"{membership.pod_total} pods the root creates; the gang cannot complete")
             name = self.explicit_name or root_annotations.get(keys.GROUP_NAME) or membership.group
         else:
             name = self.explicit_name or ""
@@ -125,7 +125,7 @@ class _Decider:
             size=size,
             owner=owner_string(root) if root is not None else "",
             owner_uid=str(_dict(root.get("metadata")).get("uid") or "") if root is not None else "",
-            expected=() if membership.late else trim_expected(membership.expected, membership.size, size),
+            expected=() if membership.late else trim_expected(membership.expected, membership.pod_total, size),
         )
 
     def namespace_label(self) -> str | None:
@@ -136,9 +136,12 @@ class _Decider:
         if self.config.is_excluded(self.namespace):
             return self.skip(f"namespace {self.namespace} is excluded from gang scheduling")
         walk = walk_owners(self.pod, self.namespace, self.source)
-        if walk.outcome is Outcome.FAILED:
-            return self.unresolved(walk.detail)
         explicit = Membership(True, "explicit pod-group labels on the pod", self.explicit_name or "", 0)
+        if walk.outcome is Outcome.FAILED:
+            if self.explicit_name and keys.OWNER_ANNOTATION in self.annotations:
+                # Reinvocation of a pod an earlier pass resolved: keep its gang, add no "unresolved" marker.
+                return self.finish(explicit, None)
+            return self.unresolved(walk.detail)
         if walk.outcome is not Outcome.ROOT:
             if not self.explicit_name:
                 return self.skip(walk.detail, warn=walk.outcome in _SUSPICIOUS)

@@ -11,7 +11,7 @@ import copy
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 
 import pytest
@@ -57,7 +57,6 @@ class Scenario:
     group: str
     size: int
     expected: list[Obj] | None = None  # expected-members; None: the annotation must be absent
-    extra: dict = field(default_factory=dict)
 
 
 Builder = Callable[[str, Obj], Scenario]
@@ -413,6 +412,19 @@ def test_reinvocation_adds_nothing(webhook, apiserver, namespace, name):
     assert "patch" not in response
 
 
+@pytest.mark.parametrize("name", ["spark-executor", "jobset-dependson-first", "lws-leaderready-worker"])
+def test_reinvocation_on_another_replica_while_the_api_fails_adds_nothing(
+        webhook, start_webhook, apiserver, namespace, name):
+    """The apiserver may reinvoke a different webhook replica, whose owner cache is cold; if its owner read
+    fails, the pod an earlier pass already resolved must still get no patch (no "unresolved" marker)."""
+    scenario = SCENARIOS[name](namespace, OPT_IN)
+    _, first = admit(webhook, apiserver, namespace, scenario)
+    other_replica = start_webhook(apiTimeoutSeconds=1.5)
+    apiserver.fail(scenario.owners[0], status=503)
+    response, again = other_replica.admit(first, namespace)
+    assert "patch" not in response and again == first
+
+
 # --- overrides on the root -----------------------------------------------------------------------
 
 
@@ -513,18 +525,19 @@ def test_spark_executor_placement_is_announced(webhook, apiserver, namespace):
     assert member["affinity"] == affinity
 
 
-@pytest.mark.parametrize("overrides", [
-    {"executor": {"instances": 2}, "dynamicAllocation": {"enabled": True, "initialExecutors": 5, "minExecutors": 3,
-                                                         "maxExecutors": 20}},
-    {"executor": {"instances": 6}, "dynamicAllocation": {"enabled": True, "initialExecutors": 2, "minExecutors": 1}},
-    {"executor": {"instances": 1}, "sparkConf": {"spark.dynamicAllocation.enabled": "true",
-                                                 "spark.dynamicAllocation.minExecutors": "4"}},
-    {"executor": {}, "dynamicAllocation": {"enabled": False, "initialExecutors": 9}},  # off: default 1
+@pytest.mark.parametrize("overrides, executors", [
+    ({"executor": {"instances": 2}, "dynamicAllocation": {"enabled": True, "initialExecutors": 5, "minExecutors": 3,
+                                                          "maxExecutors": 20}}, 5),
+    ({"executor": {"instances": 6}, "dynamicAllocation": {"enabled": True, "initialExecutors": 2, "minExecutors": 1}},
+     6),
+    ({"executor": {"instances": 1}, "sparkConf": {"spark.dynamicAllocation.enabled": "true",
+                                                  "spark.dynamicAllocation.minExecutors": "4"}}, 4),
+    ({"executor": {}, "dynamicAllocation": {"enabled": False, "initialExecutors": 9}}, 1),  # off; default 1
 ])
-def test_spark_dynamic_allocation_executor_count(webhook, apiserver, namespace, overrides):
+def test_spark_dynamic_allocation_executor_count(webhook, apiserver, namespace, overrides, executors):
+    """E = max(instances, initialExecutors, minExecutors) under dynamic allocation."""
     app = f.spark_app(namespace, "dyn", f.spark_spec(**overrides), annotations=OPT_IN)
     apiserver.put(app)
-    executors = f.spark_executors(app["spec"])
     _, after = webhook.admit(f.spark_driver(app), namespace)
     assert after["metadata"]["labels"][MIN_LABEL] == str(1 + executors)
     assert [m["count"] for m in expected_members(after)] == [executors]
@@ -545,6 +558,33 @@ def test_thousand_spark_executors_cost_three_reads(webhook, apiserver, namespace
     assert groups == {("wide", "1001")}
     assert driver_after["metadata"]["labels"][GROUP_LABEL] == "wide"
     assert apiserver.total_reads() - before <= 3  # namespace, SparkApplication, driver pod
+
+
+def test_spark_driver_gets_its_owner_from_the_operator_webhook_then_reinvocation(webhook, apiserver, namespace):
+    """spark-operator's own webhook may add the driver's owner reference after ours ran: our first pass
+    finds no owner and leaves the pod alone; the reinvocation (still the CREATE) makes it a member."""
+    app = f.spark_app(namespace, "late-owner", annotations=OPT_IN)
+    apiserver.put(app)
+    driver = f.spark_driver(app)
+    driver["metadata"]["ownerReferences"] = []
+    response, after = webhook.admit(driver, namespace)
+    assert_untouched(response, driver, after, warned=False)
+    after["metadata"]["ownerReferences"] = [f.ref(app)]
+    after["spec"]["schedulerName"] = "spark-scheduler"  # what the operator's webhook may also set
+    response, final = webhook.admit(after, namespace)
+    assert_gang(final, after, "late-owner", 1 + f.spark_executors(app["spec"]), app)
+
+
+def test_owner_recreated_under_the_same_name_is_read_again(webhook, apiserver, namespace):
+    """kubectl delete + apply of a SparkApplication within the owner cache's TTL: the new uid wins."""
+    first = f.spark_app(namespace, "again", f.spark_spec(executor={"instances": 2}), annotations=OPT_IN)
+    apiserver.put(first)
+    assert webhook.admit(f.spark_driver(first), namespace)[1]["metadata"]["labels"][MIN_LABEL] == "3"
+    second = f.spark_app(namespace, "again", f.spark_spec(executor={"instances": 7}), annotations=OPT_IN)
+    apiserver.put(second)
+    _, after = webhook.admit(f.spark_driver(second), namespace)
+    assert after["metadata"]["labels"][MIN_LABEL] == "8"  # driver + 7 executors
+    assert after["metadata"]["annotations"][OWNER_UID] == second["metadata"]["uid"]
 
 
 # --- staged gangs ---------------------------------------------------------------------------------
@@ -626,6 +666,10 @@ def _volcano_pod(pod: Obj) -> None:
     pod["metadata"].setdefault("annotations", {})["scheduling.k8s.io/group-name"] = "podgroup-x"
 
 
+def _marker(section: str, key: str) -> Callable[[Obj], None]:
+    return lambda pod: pod["metadata"].setdefault(section, {}).update({key: "pg-1"})
+
+
 def _scheduler(name: str) -> Callable[[Obj], None]:
     return lambda pod: pod["spec"].update(schedulerName=name)
 
@@ -645,8 +689,10 @@ def _spark_scheduler(name: str) -> Callable[[Obj], None]:
     (SCENARIOS["mpi-v2-worker"], None, _scheduler("volcano")),
     (SCENARIOS["lws-leader"], None, _volcano_pod),
     (SCENARIOS["job"], None, _scheduler("yunikorn")),
+    (SCENARIOS["training-TFJob"], None, _marker("labels", "scheduling.x-k8s.io/pod-group")),  # scheduler-plugins
+    (SCENARIOS["raycluster-worker"], None, _marker("annotations", "yunikorn.apache.org/task-group-name")),
 ], ids=["spark", "spark-executor", "scheduled-spark", "raycluster", "volcano-annotation", "volcano-scheduler",
-        "lws-volcano", "yunikorn-scheduler"])
+        "lws-volcano", "yunikorn-scheduler", "scheduler-plugins-label", "yunikorn-task-group"])
 def test_native_gang_schedulers_are_not_fought(webhook, apiserver, namespace, build, change_root, change_pod):
     scenario = build(namespace, OPT_IN)
     for change, target in ((change_root, scenario.root), (change_pod, scenario.pod)):
@@ -693,3 +739,17 @@ def test_long_names_in_composed_groups(webhook, apiserver, namespace):
     groups = [webhook.admit(leader, namespace)[1]["metadata"]["labels"][GROUP_LABEL] for leader in leaders]
     assert groups[0] == groups[2] != groups[1]
     assert all(len(g) <= 63 and LABEL_VALUE.match(g) for g in groups)
+
+
+@pytest.mark.parametrize("min_available, announced", [(3, 0), (4, 0), (5, 1)])
+def test_mpijob_operator_min_available_trims_the_announced_launcher(
+        webhook, apiserver, namespace, min_available, announced):
+    """runPolicy.schedulingPolicy.minAvailable counts from the 4 workers created first: once the workers
+    alone reach it, the launcher is not part of the gang's minimum and is not announced."""
+    job = f.mpijob_v2(namespace, "mpi", workers=4, policy="WaitForWorkersReady", launcher_spec=LAUNCHER_SPEC,
+                      annotations=OPT_IN)
+    job["spec"]["runPolicy"]["schedulingPolicy"] = {"minAvailable": min_available}
+    apiserver.put(job)
+    _, after = webhook.admit(f.mpi_worker(job, 0), namespace)
+    assert after["metadata"]["labels"][MIN_LABEL] == str(min_available)
+    assert expected_members(after) == (normalized([LAUNCHER]) if announced else None)

@@ -42,7 +42,11 @@ class ExpectedMember:
 
 @dataclass(frozen=True)
 class Membership:
-    """An adapter's answer for one pod. ``size`` counts every member, later ones included."""
+    """An adapter's answer for one pod.
+
+    ``size`` is the gang size the workload asks for, later members included; ``pods`` is how
+    many pods its spec creates when an operator-level minimum makes the two differ.
+    """
 
     member: bool
     reason: str
@@ -50,6 +54,11 @@ class Membership:
     size: int = 0
     late: bool = False
     expected: tuple[ExpectedMember, ...] = ()
+    pods: int = 0
+
+    @property
+    def pod_total(self) -> int:
+        return self.pods or self.size
 
 
 def not_member(reason: str) -> Membership:

@@ -38,13 +38,15 @@ class MPIJobV2Adapter(WorkloadAdapter):
 
     def membership(self, pod: Obj, chain: Chain) -> Membership:
         job_spec = spec(chain.root)
-        size = min_available(job_spec) or self.pod_count(chain.root) or 1
+        pods = self.pod_count(chain.root) or 1
+        size = min_available(job_spec) or pods
         group = name_of(chain.root)
         launcher = labels_of(pod).get(ROLE_LABEL) == "launcher" or chain.find("batch", "Job") is not None
         if job_spec.get("launcherCreationPolicy") != "WaitForWorkersReady":
-            return Membership(True, "MPIJob: launcher and workers are created together", group, size)
+            return Membership(True, "MPIJob: launcher and workers are created together", group, size, pods=pods)
         if launcher:
-            return Membership(True, "MPIJob launcher: late member (WaitForWorkersReady)", group, size, late=True)
+            return Membership(True, "MPIJob launcher: late member (WaitForWorkersReady)", group, size, late=True,
+                              pods=pods)
         expected = expected_from_template("launcher", 1, _replica(job_spec, "Launcher").get("template"))
         return Membership(True, "MPIJob worker: first stage, the launcher follows once workers are Ready",
-                          group, size, expected=(expected,))
+                          group, size, expected=(expected,), pods=pods)

@@ -32,9 +32,9 @@ class TrainingJobAdapter(WorkloadAdapter):
 
     def membership(self, pod: Obj, chain: Chain) -> Membership:
         job_spec = spec(chain.root)
-        size = min_available(job_spec) or replica_total(job_spec.get(self.replica_field))
-        return Membership(True, f"{self.kind.kind}: all {size} pods are created together",
-                          name_of(chain.root), size)
+        pods = replica_total(job_spec.get(self.replica_field))
+        return Membership(True, f"{self.kind.kind}: all {pods} pods are created together",
+                          name_of(chain.root), min_available(job_spec) or pods, pods=pods)
 
 
 PYTORCH = TrainingJobAdapter("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs")
