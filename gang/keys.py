@@ -31,6 +31,17 @@ OWNER_UID_ANNOTATION = "scheduling.kubenexus.io/owner-uid"
 EXPECTED_MEMBERS_ANNOTATION = "scheduling.kubenexus.io/expected-members"
 UNRESOLVED_ANNOTATION = "scheduling.kubenexus.io/unresolved"
 
+# Everything admission may write on a pod (the mutation diff looks at these keys only).
+WRITTEN_LABELS = (POD_GROUP_LABEL, POD_GROUP_MIN_LABEL)
+WRITTEN_ANNOTATIONS = (
+    COSCHED_GROUP_ANNOTATION,
+    COSCHED_MIN_ANNOTATION,
+    OWNER_ANNOTATION,
+    OWNER_UID_ANNOTATION,
+    EXPECTED_MEMBERS_ANNOTATION,
+    UNRESOLVED_ANNOTATION,
+)
+
 # Keys that identify a pod's gang and may not change once set (validated on UPDATE).
 IMMUTABLE_LABELS = (POD_GROUP_LABEL, POD_GROUP_MIN_LABEL)
 IMMUTABLE_ANNOTATIONS = (

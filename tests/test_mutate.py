@@ -20,13 +20,15 @@ GANG = Decision(Action.GANG, ("test",), group="g", size=3, owner="x/v1/K/n", own
 UNRESOLVED = Decision(Action.UNRESOLVED, ("test",), unresolved="GET /x: timeout")
 
 text = st.text(min_size=1, max_size=8)
+label_keys = st.sampled_from(keys.WRITTEN_LABELS) | text
+annotation_keys = st.sampled_from(keys.WRITTEN_ANNOTATIONS) | text
 json_values = st.recursive(st.none() | st.booleans() | st.integers() | text,
                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
                            max_leaves=8)
 pods = st.fixed_dictionaries({}, optional={
     "metadata": st.fixed_dictionaries({}, optional={
-        "labels": st.dictionaries(text, text, max_size=3) | json_values,
-        "annotations": st.dictionaries(text, text, max_size=3),
+        "labels": st.dictionaries(label_keys, text, max_size=3) | json_values,
+        "annotations": st.dictionaries(annotation_keys, text, max_size=3),
         "name": text}),
     "spec": st.fixed_dictionaries({}, optional={
         "schedulingGates": st.lists(st.fixed_dictionaries({"name": text}), max_size=2),

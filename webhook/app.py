@@ -6,13 +6,15 @@ unchanged with a warning rather than failing the apiserver's call.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
 
-from flask import Flask, Response, jsonify, request
+from flask import Flask, Response, request
 
 from gang.config import Config
+from gang.decide import Action
 from gang.objects import ObjectSource
 from webhook import metrics
 from webhook.review import BadRequest, admit_pod, parse_review, review_response
@@ -26,25 +28,28 @@ def create_app(config: Config, source: ObjectSource, ready: Callable[[], tuple[b
     app = Flask("kubenexus-webhook")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
 
-    def answer(endpoint: str, handle: Callable[[dict], tuple[dict, str]]) -> Response | tuple[Response, int]:
+    def reply(body: dict, status: int = 200) -> Response:
+        return Response(json.dumps(body, separators=(",", ":")), status=status, content_type="application/json")
+
+    def answer(endpoint: str, handle: Callable[[dict], tuple[dict, str]]) -> Response:
         started = time.perf_counter()
         try:
             req = parse_review(request.get_data())
         except BadRequest as exc:
             metrics.REQUESTS.labels(endpoint, "bad_request").inc()
-            return jsonify({"error": str(exc)}), 400
+            return reply({"error": str(exc)}, 400)
         try:
             review, result = handle(req)
         except BadRequest as exc:
             metrics.REQUESTS.labels(endpoint, "bad_request").inc()
-            return jsonify({"error": str(exc)}), 400
+            return reply({"error": str(exc)}, 400)
         except Exception:  # never fail the apiserver's call because of our bug
             log.exception("admission handler failed", extra={"uid": req["uid"], "endpoint": endpoint})
             review, result = review_response(req["uid"], warnings=[
                 "kubenexus: internal error; object admitted unchanged"]), "error"
         metrics.REQUESTS.labels(endpoint, result).inc()
         metrics.LATENCY.labels(endpoint).observe(time.perf_counter() - started)
-        return jsonify(review)
+        return reply(review)
 
     def mutate(req: dict) -> tuple[dict, str]:
         admission = admit_pod(req, source, config)
@@ -52,7 +57,9 @@ def create_app(config: Config, source: ObjectSource, ready: Callable[[], tuple[b
             return review_response(req["uid"]), "ignored"
         decision = admission.decision
         metrics.DECISIONS.labels(decision.action.value).inc()
-        log.info("pod admitted", extra={
+        # Every pod with an owner reaches the webhook: only gang decisions and warnings are news.
+        level = logging.INFO if decision.action is not Action.SKIP or decision.warnings else logging.DEBUG
+        log.log(level, "pod admitted", extra={
             "uid": req["uid"], "namespace": req.get("namespace"), "action": decision.action.value,
             "group": decision.group, "reasons": decision.reasons, "warnings": decision.warnings})
         return admission.review, "patched" if admission.patch else "allowed"

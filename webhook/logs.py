@@ -1,10 +1,19 @@
-"""JSON log lines: one object per record, with the structured fields passed as ``extra``."""
+"""JSON log lines: one object per record, with the structured fields passed as ``extra``.
+
+Records are formatted and written by a background thread, so a decision log line costs the
+admission path only a queue put.
+"""
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
+import os
+import queue
+import threading
 import time
+from logging.handlers import QueueHandler, QueueListener
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
@@ -23,9 +32,40 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+class BackgroundJsonHandler(QueueHandler):
+    """Queues records for a writer thread that formats them as JSON to stderr.
+
+    The writer is (re)started lazily in each process, because gunicorn configures logging in
+    the master and forks workers afterwards (threads do not survive a fork).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(queue.SimpleQueue())
+        self._pid = 0
+        self._lock = threading.Lock()
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._pid == os.getpid():
+                return
+            self.queue = queue.SimpleQueue()
+            out = logging.StreamHandler()
+            out.setFormatter(JsonFormatter())
+            listener = QueueListener(self.queue, out)
+            listener.start()
+            atexit.register(listener.stop)  # drain what is queued when the process exits
+            self._pid = os.getpid()
+
+    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
+        return record  # formatting happens on the writer thread
+
+    def enqueue(self, record: logging.LogRecord) -> None:
+        if self._pid != os.getpid():
+            self._start()
+        self.queue.put_nowait(record)
+
+
 def configure(level: str = "INFO") -> None:
-    handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    root.handlers[:] = [BackgroundJsonHandler()]
     root.setLevel(level)

@@ -109,8 +109,7 @@ def gunicorn_options(config: Config, bind: str) -> dict[str, Any]:
         "logconfig_dict": {
             "version": 1,
             "disable_existing_loggers": False,
-            "formatters": {"json": {"()": "webhook.logs.JsonFormatter"}},
-            "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
+            "handlers": {"console": {"()": "webhook.logs.BackgroundJsonHandler"}},
             "root": {"level": "INFO", "handlers": ["console"]},
             "loggers": {"gunicorn.error": {"level": "INFO", "handlers": ["console"], "propagate": False}},
         },
