@@ -15,11 +15,10 @@ import uuid
 from fractions import Fraction
 from typing import Any
 
+from tests.contract import OPT_IN as GANG
+
 Obj = dict[str, Any]
 
-GANG = "kubenexus.io/gang-scheduling"
-MIN_AVAILABLE = "kubenexus.io/min-available"
-GROUP_NAME = "kubenexus.io/group-name"
 OPT_IN = {GANG: "true"}
 
 

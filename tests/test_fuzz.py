@@ -16,14 +16,9 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import pod_request
+from tests.contract import CONTROLLER, GATE, GROUP, MIN, SIGS_GROUP, SIGS_MIN
 from tests.pod_rules import pod_errors
 
-GROUP = "pod-group.scheduling.kubenexus.io/name"
-MIN = "pod-group.scheduling.kubenexus.io/min-available"
-SIGS_GROUP = "pod-group.scheduling.sigs.k8s.io/name"
-SIGS_MIN = "pod-group.scheduling.sigs.k8s.io/min-available"
-GATE = "scheduling.kubenexus.io/gang"
-CONTROLLER = "system:serviceaccount:kubenexus-system:kubenexus-controller"
 NS = f"fuzz-{uuid.uuid4().hex[:8]}"
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -17,17 +17,13 @@ from fractions import Fraction
 import pytest
 
 from tests import operator_fixtures as f
+from tests.contract import EXPECTED, GATE, GROUP_NAME, MIN_AVAILABLE, OWNER, OWNER_UID, SCHEDULER
+from tests.contract import GROUP as GROUP_LABEL
+from tests.contract import MIN as MIN_LABEL
+from tests.contract import SIGS_GROUP as COSCHED_GROUP
+from tests.contract import SIGS_MIN as COSCHED_MIN
 from tests.operator_fixtures import GI, MI, OPT_IN, Obj
 
-GROUP_LABEL = "pod-group.scheduling.kubenexus.io/name"
-MIN_LABEL = "pod-group.scheduling.kubenexus.io/min-available"
-COSCHED_GROUP = "pod-group.scheduling.sigs.k8s.io/name"
-COSCHED_MIN = "pod-group.scheduling.sigs.k8s.io/min-available"
-GATE = "scheduling.kubenexus.io/gang"
-OWNER = "scheduling.kubenexus.io/owner"
-OWNER_UID = "scheduling.kubenexus.io/owner-uid"
-EXPECTED = "scheduling.kubenexus.io/expected-members"
-SCHEDULER = "kubenexus-scheduler"
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 # A stage template with a native sidecar, an init container and a limits-only GPU.
@@ -297,7 +293,7 @@ def cronjob_run(ns: str, ann: Obj) -> Scenario:
 
 
 def argo_with_size(ns: str, ann: Obj) -> Scenario:
-    wf = f.workflow(ns, "wf-train", annotations={**ann, f.MIN_AVAILABLE: "3"})
+    wf = f.workflow(ns, "wf-train", annotations={**ann, MIN_AVAILABLE: "3"})
     return Scenario([wf], f.argo_pod(wf, "train"), wf, "wf-train", 3)
 
 
@@ -447,7 +443,7 @@ def test_reinvocation_on_another_replica_while_the_api_fails_adds_nothing(
     ("job", 2, None),
 ])
 def test_min_available_override_sets_size_and_trims_expected(webhook, apiserver, namespace, name, override, trimmed):
-    scenario = SCENARIOS[name](namespace, {**OPT_IN, f.MIN_AVAILABLE: str(override)})
+    scenario = SCENARIOS[name](namespace, {**OPT_IN, MIN_AVAILABLE: str(override)})
     response, after = admit(webhook, apiserver, namespace, scenario)
     assert not response.get("warnings")
     assert_gang(after, scenario.pod, scenario.group, override, scenario.root)
@@ -457,14 +453,14 @@ def test_min_available_override_sets_size_and_trims_expected(webhook, apiserver,
 
 
 def test_min_available_larger_than_the_job_warns(webhook, apiserver, namespace):
-    scenario = SCENARIOS["job"](namespace, {**OPT_IN, f.MIN_AVAILABLE: "40"})
+    scenario = SCENARIOS["job"](namespace, {**OPT_IN, MIN_AVAILABLE: "40"})
     response, after = admit(webhook, apiserver, namespace, scenario)
     assert response.get("warnings")
     assert after["metadata"]["labels"][MIN_LABEL] == "40"
 
 
 def test_invalid_min_available_is_ignored_with_a_warning(webhook, apiserver, namespace):
-    scenario = SCENARIOS["training-PyTorchJob"](namespace, {**OPT_IN, f.MIN_AVAILABLE: "all"})
+    scenario = SCENARIOS["training-PyTorchJob"](namespace, {**OPT_IN, MIN_AVAILABLE: "all"})
     response, after = admit(webhook, apiserver, namespace, scenario)
     assert response.get("warnings")
     assert_gang(after, scenario.pod, scenario.group, scenario.size, scenario.root)
@@ -473,7 +469,7 @@ def test_invalid_min_available_is_ignored_with_a_warning(webhook, apiserver, nam
 @pytest.mark.parametrize("name", ["spark-driver", "training-TFJob", "mpi-v2-wait-worker", "jobset-dependson-first",
                                   "trainjob-node", "raycluster-worker", "rayjob-cluster-pod", "job"])
 def test_group_name_override(webhook, apiserver, namespace, name):
-    scenario = SCENARIOS[name](namespace, {**OPT_IN, f.GROUP_NAME: "team-a.run-7"})
+    scenario = SCENARIOS[name](namespace, {**OPT_IN, GROUP_NAME: "team-a.run-7"})
     _, after = admit(webhook, apiserver, namespace, scenario)
     assert_gang(after, scenario.pod, "team-a.run-7", scenario.size, scenario.root)
 

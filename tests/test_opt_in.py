@@ -14,17 +14,7 @@ import pytest
 import yaml
 
 from tests.conftest import KUBENEXUS, pod_request
-
-GROUP = "pod-group.scheduling.kubenexus.io/name"
-MIN = "pod-group.scheduling.kubenexus.io/min-available"
-SIGS_GROUP = "pod-group.scheduling.sigs.k8s.io/name"
-SIGS_MIN = "pod-group.scheduling.sigs.k8s.io/min-available"
-GATE = "scheduling.kubenexus.io/gang"
-OWNER = "scheduling.kubenexus.io/owner"
-OWNER_UID = "scheduling.kubenexus.io/owner-uid"
-UNRESOLVED = "scheduling.kubenexus.io/unresolved"
-OPT_IN = "kubenexus.io/gang-scheduling"
-CONTROLLER = "system:serviceaccount:kubenexus-system:kubenexus-controller"
+from tests.contract import CONTROLLER, GATE, GROUP, MIN, OPT_IN, OWNER, OWNER_UID, SIGS_GROUP, SIGS_MIN, UNRESOLVED
 
 
 def make_pod(labels=None, annotations=None, owners=(), **spec):

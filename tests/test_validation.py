@@ -8,15 +8,8 @@ import uuid
 import pytest
 
 from tests.conftest import pod_request
+from tests.contract import CONTROLLER, GATE, GROUP, MIN, OWNER, OWNER_UID, SIGS_GROUP, SIGS_MIN
 
-GROUP = "pod-group.scheduling.kubenexus.io/name"
-MIN = "pod-group.scheduling.kubenexus.io/min-available"
-SIGS_GROUP = "pod-group.scheduling.sigs.k8s.io/name"
-SIGS_MIN = "pod-group.scheduling.sigs.k8s.io/min-available"
-GATE = "scheduling.kubenexus.io/gang"
-OWNER = "scheduling.kubenexus.io/owner"
-OWNER_UID = "scheduling.kubenexus.io/owner-uid"
-CONTROLLER = "system:serviceaccount:kubenexus-system:kubenexus-controller"
 USER = "alice@example.com"
 
 
