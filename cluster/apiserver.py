@@ -1,0 +1,391 @@
+"""The emulated kube-apiserver's REST layer: discovery, CRUD, subresources, patch, list and watch.
+
+Routing and status codes follow the Kubernetes API conventions, so that the official Python
+client and kubectl work unchanged. Storage lives in ``Store``; admission (webhooks) and the
+built-in validation run on every write, the way the real request pipeline orders them:
+mutating admission, validation, validating admission, persistence.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from cluster import validation
+from cluster.admission import Request, User, WebhookAdmission
+from cluster.defaults import apply_defaults
+from cluster.patches import PatchError, apply_patch
+from cluster.resources import Registry, Resource, from_crd
+from cluster.selectors import SelectorError, parse_field_selector, parse_label_selector
+from cluster.store import ApiError, Event, Obj, Store, now
+
+KUBERNETES_VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.0-kubenexus-emulator",
+                      "gitCommit": "emulator", "gitTreeState": "clean", "buildDate": "2026-11-22T00:00:00Z",
+                      "goVersion": "go1.23", "compiler": "gc", "platform": "linux/amd64"}
+VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+
+
+@dataclass
+class Response:
+    status: int
+    body: Obj | None = None
+    stream: Iterator[Obj] | None = None  # watch events, one JSON line each
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Target:
+    resource: Resource
+    namespace: str | None
+    name: str = ""
+    subresource: str = ""
+
+
+_PATH = re.compile(r"^/(?:api/(?P<core>[^/]+)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
+                   r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[^/]+))?$")
+
+
+class ApiServer:
+    def __init__(self, store: Store, registry: Registry | None = None, address: str = "127.0.0.1:0") -> None:
+        self.store, self.registry = store, registry or Registry()
+        self.admission = WebhookAdmission(store, self.registry)
+        self.address = address
+
+    def _admit(self, req: Request) -> tuple[Obj | None, list[str]]:
+        """Mutating webhooks, built-in validation, validating webhooks: the apiserver's order."""
+        obj, warnings = self.admission.mutate(req)
+        if obj is not None and req.operation in ("CREATE", "UPDATE") and req.subresource not in ("status", "binding"):
+            self._validate(req.resource, obj, req.old)
+        warnings += self.admission.validate(Request(req.operation, req.resource, req.subresource, req.namespace,
+                                                    req.name, obj, req.old, req.user, req.dry_run))
+        return obj, warnings
+
+    # --- entry point -------------------------------------------------------------------
+
+    def handle(self, method: str, raw_path: str, headers: dict[str, str], body: bytes, user: User) -> Response:
+        parsed = urllib.parse.urlsplit(raw_path)
+        query = {k: v[-1] for k, v in urllib.parse.parse_qs(parsed.query, keep_blank_values=True).items()}
+        path = parsed.path.rstrip("/") or "/"
+        try:
+            discovery = self._discovery(method, path)
+            if discovery is not None:
+                return discovery
+            target = self._target(path)
+            if target is None:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            return self._dispatch(method, target, query, headers, body, user)
+        except ApiError as exc:
+            return Response(exc.code, exc.status())
+
+    # --- discovery ---------------------------------------------------------------------
+
+    def _discovery(self, method: str, path: str) -> Response | None:
+        if method != "GET":
+            return None
+        if path == "/version":
+            return Response(200, KUBERNETES_VERSION)
+        if path == "/api":
+            return Response(200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": self.address}]})
+        if path == "/apis":
+            groups: dict[str, list[str]] = {}
+            for resource in self.registry.all():
+                if resource.group:
+                    versions = groups.setdefault(resource.group, [])
+                    if resource.version not in versions:
+                        versions.append(resource.version)
+            return Response(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+                {"name": group, "versions": [{"groupVersion": f"{group}/{v}", "version": v} for v in versions],
+                 "preferredVersion": {"groupVersion": f"{group}/{versions[0]}", "version": versions[0]}}
+                for group, versions in sorted(groups.items())]})
+        if path.startswith("/openapi/v3"):
+            return self._openapi(path.removeprefix("/openapi/v3").lstrip("/"))
+        match = re.match(r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))$", path)
+        if not match:
+            return None
+        group, version = match["group"] or "", match["version"] or match["core"]
+        resources = [r for r in self.registry.all() if r.group == group and r.version == version]
+        if not resources:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        listed = []
+        for r in sorted(resources, key=lambda r: r.plural):
+            listed.append({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind,
+                           "verbs": VERBS, "shortNames": list(r.short_names)})
+            for sub in r.subresources:
+                verbs = ["create"] if sub == "binding" else ["get", "patch", "update"]
+                kind = "Binding" if sub == "binding" else r.kind
+                listed.append({"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
+                               "kind": kind, "verbs": verbs})
+        return Response(200, {"kind": "APIResourceList", "apiVersion": "v1",
+                              "groupVersion": f"{group}/{version}" if group else version, "resources": listed})
+
+    def _openapi(self, group_version: str) -> Response:
+        """Just enough OpenAPI v3 for kubectl: each built-in PATCH operation and its query parameters.
+
+        kubectl reads it to learn that the server validates fields itself (``fieldValidation``);
+        custom resources are absent, as kubectl then checks Namespace's document instead.
+        """
+        builtin = [r for r in self.registry.all() if r.builtin]
+
+        def gv_path(r: Resource) -> str:
+            return f"apis/{r.group}/{r.version}" if r.group else f"api/{r.version}"
+
+        if not group_version:
+            return Response(200, {"paths": {gv: {"serverRelativeURL": f"/openapi/v3/{gv}?hash=emulator"}
+                                            for gv in sorted({gv_path(r) for r in builtin})}})
+        resources = [r for r in builtin if gv_path(r) == group_version]
+        if not resources:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        paths = {}
+        for r in resources:
+            scope = "/namespaces/{namespace}" if r.namespaced else ""
+            paths[f"/{gv_path(r)}{scope}/{r.plural}/{{name}}"] = {"patch": {
+                "x-kubernetes-group-version-kind": {"group": r.group, "version": r.version, "kind": r.kind},
+                "parameters": [{"name": name, "in": "query", "schema": {"type": "string"}}
+                               for name in ("dryRun", "fieldManager", "fieldValidation", "force")]}}
+        return Response(200, {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.31.0"},
+                              "paths": paths, "components": {"schemas": {}}})
+
+    def _target(self, path: str) -> Target | None:
+        match = _PATH.match(path)
+        if not match:
+            return None
+        group, version = match["group"] or "", match["version"] or match["core"]
+        namespace, plural, name, sub = match["ns"], match["plural"], match["name"] or "", match["sub"] or ""
+        resource = self.registry.get(group, version, plural)
+        if resource is None and namespace and not name and not group:  # /api/v1/namespaces/{name}/status
+            namespace, plural, name, sub = None, "namespaces", namespace, plural
+            resource = self.registry.get(group, version, plural)
+        if resource is None:
+            return None
+        if sub and sub not in resource.subresources:
+            return None
+        return Target(resource, urllib.parse.unquote(namespace) if namespace else None,
+                      urllib.parse.unquote(name), sub)
+
+    # --- verbs -------------------------------------------------------------------------
+
+    def _dispatch(self, method: str, target: Target, query: dict[str, str], headers: dict[str, str], body: bytes,
+                  user: User) -> Response:
+        resource = target.resource
+        if resource.namespaced and target.namespace is None and (method != "GET" or target.name):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        dry_run = query.get("dryRun") == "All"
+        if method == "GET" and not target.name:
+            if query.get("watch") in ("true", "1"):
+                return self._watch(target, query)
+            return self._list(target, query)
+        if method == "GET":
+            return Response(200, self.store.get(resource, target.namespace, target.name))
+        if method == "POST" and target.subresource == "binding":
+            return self._bind(target, _json(body), user)
+        if method == "POST" and not target.name:
+            return self._create(target, _json(body), user, dry_run)
+        if method == "PUT" and target.name:
+            return self._update(target, lambda current: _json(body), user, dry_run, put=True)
+        if method == "PATCH" and target.name:
+            content_type = headers.get("content-type", "").split(";")[0].strip()
+
+            def patched(current: Obj) -> Obj:
+                try:
+                    return apply_patch(current, content_type, body)
+                except PatchError as exc:
+                    raise ApiError(exc.status, exc.reason, str(exc)) from None
+
+            return self._update(target, patched, user, dry_run, put=False)
+        if method == "DELETE" and target.name:
+            return self._delete(target, _json(body) if body else {}, user, dry_run)
+        raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+
+    def _selectors(self, resource: Resource, query: dict[str, str]) -> Callable[[Obj], bool]:
+        try:
+            labels = parse_label_selector(query.get("labelSelector", ""))
+            fields = parse_field_selector(query.get("fieldSelector", ""), resource.field_selectors)
+        except SelectorError as exc:
+            raise ApiError(400, "BadRequest", str(exc)) from None
+        return lambda obj: labels.matches((obj.get("metadata") or {}).get("labels") or {}) and fields.matches(obj)
+
+    def _list(self, target: Target, query: dict[str, str]) -> Response:
+        resource = target.resource
+        items, rv = self.store.list(resource, target.namespace, self._selectors(resource, query))
+        return Response(200, {"kind": f"{resource.kind}List", "apiVersion": resource.api_version,
+                              "metadata": {"resourceVersion": str(rv)}, "items": items})
+
+    def _watch(self, target: Target, query: dict[str, str]) -> Response:
+        resource = target.resource
+        match = self._selectors(resource, query)
+        timeout = float(query.get("timeoutSeconds") or 1800)
+        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
+        since_text = query.get("resourceVersion", "")
+        initial: list[Obj] = []
+        if since_text in ("", "0"):
+            initial, since = self.store.list(resource, target.namespace, match)
+        else:
+            try:
+                since = int(since_text)
+            except ValueError:
+                raise ApiError(400, "BadRequest", f"invalid resource version: {since_text}") from None
+        deadline = time.monotonic() + timeout
+        try:
+            events = self.store.watch(resource, target.namespace, since, deadline, match,
+                                      bookmark_every=1.0 if bookmarks else None)
+            first = next(events, None)
+        except ApiError as exc:
+            return Response(200, stream=iter([{"type": "ERROR", "object": exc.status()}]))
+
+        def stream() -> Iterator[Obj]:
+            for obj in initial:
+                yield {"type": "ADDED", "object": obj}
+            pending = [first] if first is not None else []
+            for event in _chain(pending, events):
+                if isinstance(event, Event):
+                    yield {"type": event.type, "object": event.obj}
+                elif bookmarks:
+                    yield {"type": "BOOKMARK", "object": {"kind": resource.kind, "apiVersion": resource.api_version,
+                                                          "metadata": {"resourceVersion": str(event)}}}
+
+        return Response(200, stream=stream())
+
+    def _check_namespace(self, target: Target) -> None:
+        if not target.resource.namespaced:
+            return
+        namespaces = self.registry.get("", "v1", "namespaces")
+        assert namespaces is not None
+        namespace = self.store.get(namespaces, None, target.namespace or "") if target.namespace else None
+        if namespace and (namespace.get("metadata") or {}).get("deletionTimestamp"):
+            raise ApiError(403, "Forbidden", f"unable to create new content in namespace {target.namespace} "
+                                             "because it is being terminated")
+
+    def _validate(self, resource: Resource, obj: Obj, old: Obj | None) -> None:
+        is_pod = resource.kind == "Pod" and not resource.group
+        name = (obj.get("metadata") or {}).get("name") or (obj.get("metadata") or {}).get("generateName", "")
+        if is_pod and (undecodable := validation.decode_errors(obj)):
+            raise ApiError(400, "BadRequest", "; ".join(undecodable))
+        if is_pod:
+            errors = validation.validate_pod_create(obj) if old is None else validation.validate_pod_update(old, obj)
+        else:
+            errors = validation.validate_object_meta(obj, resource.namespaced,
+                                                     dns_label_name=resource.kind == "Namespace")
+        if errors:
+            raise ApiError(422, "Invalid", validation.invalid_message(resource.kind, name, errors),
+                           {"name": name, "group": resource.group, "kind": resource.kind,
+                            "causes": [{"message": e} for e in errors]})
+
+    def _create(self, target: Target, obj: Obj, user: User, dry_run: bool) -> Response:
+        resource = target.resource
+        if not isinstance(obj, dict):
+            raise ApiError(400, "BadRequest", "the body of the request is not a JSON object")
+        meta = obj.setdefault("metadata", {})
+        if resource.namespaced:
+            body_ns = meta.get("namespace")
+            if body_ns and body_ns != target.namespace:
+                raise ApiError(400, "BadRequest", "the namespace of the provided object does not match the "
+                                                  "namespace sent on the request")
+            self._check_namespace(target)
+        obj["apiVersion"], obj["kind"] = resource.api_version, resource.kind
+        if resource.namespaced:
+            meta["namespace"] = target.namespace
+        apply_defaults(resource.kind, resource.group, obj)
+        obj, warnings = self._admit(Request("CREATE", resource, "", target.namespace, meta.get("name", ""), obj,
+                                            None, user, dry_run))
+        assert obj is not None
+        if dry_run:
+            return Response(201, obj, warnings=warnings)
+        created = self.store.create(resource, obj, target.namespace)
+        if resource.kind == "CustomResourceDefinition":
+            self._establish(created)
+        return Response(201, created, warnings=warnings)
+
+    def _establish(self, crd: Obj) -> None:
+        for served in from_crd(crd):
+            self.registry.add(served)
+        crd["status"] = {"conditions": [
+            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "lastTransitionTime": now()},
+            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+             "lastTransitionTime": now()}], "acceptedNames": crd["spec"]["names"]}
+        crds = self.registry.get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        assert crds is not None
+        self.store.update(crds, crd, None, subresource="status")
+
+    def _update(self, target: Target, change: Callable[[Obj], Obj], user: User, dry_run: bool,
+                put: bool) -> Response:
+        resource = target.resource
+        for _ in range(10):  # PATCH retries on a concurrent write, as the apiserver's GuaranteedUpdate does
+            current = self.store.get(resource, target.namespace, target.name)
+            new = change(current)
+            if not isinstance(new, dict):
+                raise ApiError(400, "BadRequest", "the body of the request is not a JSON object")
+            meta = new.setdefault("metadata", {})
+            if meta.get("name", target.name) != target.name:
+                raise ApiError(400, "BadRequest", "the name of the object does not match the name on the URL")
+            meta["name"] = target.name
+            if not put:
+                meta["resourceVersion"] = current["metadata"]["resourceVersion"]
+            new, warnings = self._admit(Request("UPDATE", resource, target.subresource, target.namespace,
+                                                target.name, new, current, user, dry_run))
+            assert new is not None
+            if dry_run:
+                return Response(200, new, warnings=warnings)
+            try:
+                return Response(200, self.store.update(resource, new, target.namespace, target.subresource),
+                                warnings=warnings)
+            except ApiError as exc:
+                if put or exc.code != 409:
+                    raise
+        raise ApiError(409, "Conflict", "too many concurrent updates")
+
+    def _delete(self, target: Target, options: Obj, user: User, dry_run: bool) -> Response:
+        resource = target.resource
+        current = self.store.get(resource, target.namespace, target.name)
+        _, warnings = self._admit(Request("DELETE", resource, "", target.namespace, target.name, None, current,
+                                          user, dry_run))
+        if dry_run:
+            return Response(200, current, warnings=warnings)
+        uid = ((options.get("preconditions") or {}).get("uid")) if isinstance(options, dict) else None
+        graceful = resource.kind == "Pod" and bool((current.get("spec") or {}).get("nodeName")) \
+            and options.get("gracePeriodSeconds") != 0
+        deleted = self.store.delete(resource, target.namespace, target.name, graceful=graceful, uid=uid,
+                                    grace_seconds=int(options.get("gracePeriodSeconds") or 30))
+        if resource.kind == "CustomResourceDefinition" and not deleted["metadata"].get("deletionTimestamp"):
+            self.registry.remove_group_plural(deleted["spec"]["group"], deleted["spec"]["names"]["plural"])
+        return Response(200, deleted, warnings=warnings)
+
+    def _bind(self, target: Target, binding: Obj, user: User) -> Response:
+        resource = target.resource
+        node = ((binding or {}).get("target") or {}).get("name")
+        if not node:
+            raise ApiError(400, "BadRequest", "binding target node name is required")
+        current = self.store.get(resource, target.namespace, target.name)
+        refused = validation.validate_binding(current)
+        if refused is not None:
+            status, message = refused
+            raise ApiError(status, "Conflict" if status == 409 else "Invalid", message)
+        _, warnings = self._admit(Request("CREATE", resource, "binding", target.namespace, target.name, binding,
+                                          None, user, False))
+        current["spec"]["nodeName"] = node
+        conditions = [c for c in (current.get("status") or {}).get("conditions") or [] if c.get("type") !=
+                      "PodScheduled"]
+        conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now()})
+        current.setdefault("status", {})["conditions"] = conditions
+        self.store.update(resource, current, target.namespace)
+        self.store.update(resource, current | {"metadata": {**current["metadata"], "resourceVersion": ""}},
+                          target.namespace, subresource="status")
+        return Response(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                              "code": 201}, warnings=warnings)
+
+
+def _json(body: bytes) -> Any:
+    try:
+        return json.loads(body or b"null")
+    except ValueError as exc:
+        raise ApiError(400, "BadRequest", f"the body of the request is not valid JSON: {exc}") from None
+
+
+def _chain(first: list[Any], rest: Iterator[Any]) -> Iterator[Any]:
+    yield from first
+    yield from rest

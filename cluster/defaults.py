@@ -1,0 +1,78 @@
+"""API defaulting: the fields the apiserver fills in when it decodes a request, before admission.
+
+Webhooks see these values in a real cluster (e.g. ``schedulerName: default-scheduler``), so the
+emulator sets them too. Only the defaults that matter to scheduling and to the operators are here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Obj = dict[str, Any]
+
+
+def _container(container: Obj) -> None:
+    image = str(container.get("image", ""))
+    tagged = ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest")
+    container.setdefault("imagePullPolicy", "IfNotPresent" if tagged or "@" in image else "Always")
+    container.setdefault("terminationMessagePath", "/dev/termination-log")
+    container.setdefault("terminationMessagePolicy", "File")
+    container.setdefault("resources", {})
+    resources = container["resources"]
+    if isinstance(resources, dict) and isinstance(resources.get("limits"), dict):
+        requests = resources.setdefault("requests", {})
+        for name, value in resources["limits"].items():
+            requests.setdefault(name, value)  # a limit without a request defaults the request
+
+
+def _pod_spec(spec: Obj) -> None:
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("securityContext", {})
+    spec.setdefault("enableServiceLinks", True)
+    for key in ("containers", "initContainers"):
+        for container in spec.get(key) or []:
+            if isinstance(container, dict):
+                _container(container)
+
+
+def _qos(spec: Obj) -> str:
+    containers = [c for key in ("containers", "initContainers") for c in spec.get(key) or [] if isinstance(c, dict)]
+    requests = [(c.get("resources") or {}).get("requests") or {} for c in containers]
+    limits = [(c.get("resources") or {}).get("limits") or {} for c in containers]
+    if not any(requests) and not any(limits):
+        return "BestEffort"
+    guaranteed = all(lim.get(r) and lim.get(r) == req.get(r) for req, lim in zip(requests, limits, strict=True)
+                     for r in ("cpu", "memory"))
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def apply_defaults(kind: str, group: str, obj: Obj) -> None:
+    """Fill in defaults in place, for the built-in kinds we serve."""
+    spec = obj.get("spec")
+    if group == "" and kind == "Pod" and isinstance(spec, dict):
+        _pod_spec(spec)
+        spec.setdefault("priority", 0)
+        status = obj.setdefault("status", {})
+        if isinstance(status, dict):
+            status.setdefault("phase", "Pending")
+            status.setdefault("qosClass", _qos(spec))
+    elif group == "" and kind == "Namespace":
+        obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+        obj.setdefault("status", {}).setdefault("phase", "Active")
+    elif group == "batch" and kind == "Job" and isinstance(spec, dict):
+        if spec.get("parallelism") is None and spec.get("completions") is None:
+            spec["completions"] = 1
+        spec.setdefault("parallelism", 1)
+        spec.setdefault("backoffLimit", 6)
+        spec.setdefault("completionMode", "NonIndexed")
+        spec.setdefault("suspend", False)
+        if isinstance(spec.get("template"), dict) and isinstance(spec["template"].get("spec"), dict):
+            _pod_spec(spec["template"]["spec"])
+    elif group == "apps" and kind == "StatefulSet" and isinstance(spec, dict):
+        spec.setdefault("replicas", 1)
+        spec.setdefault("podManagementPolicy", "OrderedReady")
+        if isinstance(spec.get("template"), dict) and isinstance(spec["template"].get("spec"), dict):
+            _pod_spec(spec["template"]["spec"])

@@ -1,0 +1,105 @@
+"""HTTPS front of the emulated apiserver: bearer-token authentication, JSON bodies, chunked watches."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import ssl
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import yaml
+
+from cluster.admission import User
+from cluster.apiserver import ApiServer
+from cluster.store import ApiError
+
+
+class ApiHttpServer:
+    """Serves ``ApiServer`` on loopback over TLS until ``stop()``."""
+
+    def __init__(self, api: ApiServer, cert: str, key: str, users: dict[str, User], port: int = 0) -> None:
+        self.api, self.users = api, users
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(cert, key)
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                token = (self.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
+                user = server.users.get(token)
+                if user is None:
+                    self._send(401, ApiError(401, "Unauthorized", "Unauthorized").status(), [])
+                    return
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                response = server.api.handle(self.command, self.path, headers, body, user)
+                if response.stream is None:
+                    self._send(response.status, response.body, response.warnings)
+                    return
+                self.send_response(response.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                try:
+                    for event in response.stream:
+                        line = json.dumps(event).encode() + b"\n"
+                        self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+                        self.wfile.flush()
+                    self.wfile.write(b"0\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
+                    self.close_connection = True
+
+            def _send(self, status: int, body: Any, warnings: list[str]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for warning in warnings:  # RFC 7234 warning header, as the apiserver sends admission warnings
+                    self.send_header("Warning", f'299 - "{warning}"')
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve  # noqa: N815
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._server.daemon_threads = True
+        self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+        self.port = self._server.server_address[1]
+        self.url = f"https://127.0.0.1:{self.port}"
+        api.address = f"127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, name="apiserver", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.api.store.close()
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def write_kubeconfig(path: str, url: str, ca_cert: str, token: str, name: str = "kubenexus-local") -> str:
+    """A kubeconfig for one user of the local cluster (file mode 0600)."""
+    with open(ca_cert, "rb") as handle:
+        ca_data = base64.b64encode(handle.read()).decode()
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": name, "preferences": {},
+        "clusters": [{"name": name, "cluster": {"server": url, "certificate-authority-data": ca_data}}],
+        "users": [{"name": name, "user": {"token": token}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}],
+    }
+    with open(path, "w", encoding="utf-8") as handle:
+        yaml.safe_dump(config, handle)
+    os.chmod(path, 0o600)
+    return path

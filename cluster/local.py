@@ -1,0 +1,94 @@
+"""A whole local cluster in one process: apiserver over TLS, admission, scheduler, kubelet, operators.
+
+Tests, ``kubenexus cluster serve`` and ``kubenexus demo`` start one of these; clients reach it
+through the kubeconfig it writes, exactly as they would reach a real cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+from certs.generate import generate
+from cluster.admission import User
+from cluster.apiserver import ApiServer
+from cluster.http import ApiHttpServer, write_kubeconfig
+from cluster.resources import Registry
+from cluster.store import Store
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+ADMIN = User("kubernetes-admin", ("system:masters", "system:authenticated"))
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    cpu: str = "8"
+    memory: str = "32Gi"
+    pods: str = "110"
+    extra: tuple[tuple[str, str], ...] = ()  # extended resources, e.g. ("nvidia.com/gpu", "4")
+    labels: tuple[tuple[str, str], ...] = ()
+    taints: tuple[Any, ...] = ()
+    unschedulable: bool = False
+
+    def node(self) -> dict[str, Any]:
+        capacity = {"cpu": self.cpu, "memory": self.memory, "pods": self.pods, **dict(self.extra)}
+        labels = {"kubernetes.io/hostname": self.name, "kubernetes.io/os": "linux", **dict(self.labels)}
+        return {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": self.name, "labels": labels},
+            "spec": {"unschedulable": self.unschedulable, "taints": list(self.taints)},
+            "status": {"capacity": capacity, "allocatable": dict(capacity),
+                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]},
+        }
+
+
+class LocalCluster:
+    def __init__(self, nodes: list[NodeSpec] | None = None, workdir: str | None = None,
+                 history: int = 10000) -> None:
+        self.workdir = workdir or tempfile.mkdtemp(prefix="kubenexus-cluster-")
+        self.store = Store(history=history)
+        self.registry = Registry()
+        self.api = ApiServer(self.store, self.registry)
+        tls = generate("kubernetes", "default", os.path.join(self.workdir, "pki"),
+                       extra_dns=["localhost"], extra_ips=["127.0.0.1"])
+        self.ca_cert = tls.ca_cert
+        self.admin_token = secrets.token_hex(16)
+        self.users: dict[str, User] = {self.admin_token: ADMIN}
+        self.http = ApiHttpServer(self.api, tls.cert, tls.key, self.users)
+        self.kubeconfig = write_kubeconfig(os.path.join(self.workdir, "kubeconfig"), self.http.url, tls.ca_cert,
+                                           self.admin_token)
+        self._seed(nodes or [NodeSpec(f"node-{i}") for i in range(3)])
+
+    def _seed(self, nodes: list[NodeSpec]) -> None:
+        namespaces = self.registry.get("", "v1", "namespaces")
+        node_resource = self.registry.get("", "v1", "nodes")
+        assert namespaces is not None and node_resource is not None
+        for name in SYSTEM_NAMESPACES:
+            self.store.create(namespaces, {"metadata": {"name": name}, "spec": {"finalizers": ["kubernetes"]},
+                                           "status": {"phase": "Active"}}, None)
+        for spec in nodes:
+            self.store.create(node_resource, spec.node(), None)
+
+    def add_user(self, username: str, groups: tuple[str, ...] = ("system:authenticated",)) -> str:
+        """A kubeconfig for another identity (e.g. the gate controller's service account)."""
+        token = secrets.token_hex(16)
+        self.users[token] = User(username, groups)
+        safe = username.replace(":", "_")
+        return write_kubeconfig(os.path.join(self.workdir, f"kubeconfig-{safe}"), self.http.url, self.ca_cert, token)
+
+    def start(self) -> LocalCluster:
+        self.http.start()
+        return self
+
+    def stop(self) -> None:
+        self.http.stop()
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

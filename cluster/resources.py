@@ -1,0 +1,104 @@
+"""The resource types the emulated apiserver serves: built-ins, plus custom resources from CRDs."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool = True
+    short_names: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+    builtin: bool = True
+    field_selectors: tuple[str, ...] = field(default=("metadata.name", "metadata.namespace"))
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def singular(self) -> str:
+        return self.kind.lower()
+
+
+_POD_FIELDS = ("metadata.name", "metadata.namespace", "spec.nodeName", "status.phase", "spec.schedulerName")
+
+BUILTIN = (
+    Resource("", "v1", "Namespace", "namespaces", namespaced=False, short_names=("ns",), subresources=("status",)),
+    Resource("", "v1", "Node", "nodes", namespaced=False, short_names=("no",), subresources=("status",)),
+    Resource("", "v1", "Pod", "pods", short_names=("po",), subresources=("status", "binding"),
+             field_selectors=_POD_FIELDS),
+    Resource("", "v1", "Event", "events", short_names=("ev",),
+             field_selectors=("metadata.name", "metadata.namespace", "involvedObject.name", "involvedObject.kind",
+                              "involvedObject.uid", "reason", "type")),
+    Resource("", "v1", "Secret", "secrets"),
+    Resource("", "v1", "ConfigMap", "configmaps", short_names=("cm",)),
+    Resource("", "v1", "Service", "services", short_names=("svc",), subresources=("status",)),
+    Resource("events.k8s.io", "v1", "Event", "events", short_names=("ev",)),
+    Resource("coordination.k8s.io", "v1", "Lease", "leases"),
+    Resource("batch", "v1", "Job", "jobs", subresources=("status",)),
+    Resource("apps", "v1", "StatefulSet", "statefulsets", short_names=("sts",), subresources=("status",)),
+    Resource("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration",
+             "mutatingwebhookconfigurations", namespaced=False),
+    Resource("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration",
+             "validatingwebhookconfigurations", namespaced=False),
+    Resource("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
+             namespaced=False, short_names=("crd", "crds"), subresources=("status",)),
+)
+
+
+def from_crd(crd: dict[str, Any]) -> list[Resource]:
+    """The resources a CustomResourceDefinition serves (one per served version)."""
+    spec = crd.get("spec") or {}
+    names = spec.get("names") or {}
+    subresources = tuple(sorted(((spec.get("versions") or [{}])[0].get("subresources") or {}).keys()))
+    return [
+        Resource(
+            group=spec["group"], version=v["name"], kind=names["kind"], plural=names["plural"],
+            namespaced=spec.get("scope", "Namespaced") == "Namespaced",
+            short_names=tuple(names.get("shortNames") or ()), subresources=subresources, builtin=False,
+        )
+        for v in spec.get("versions") or [] if v.get("served", True)
+    ]
+
+
+class Registry:
+    """What is served right now; CRDs add and remove entries at run time."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._resources: dict[tuple[str, str, str], Resource] = {}
+        for resource in BUILTIN:
+            self.add(resource)
+
+    def add(self, resource: Resource) -> None:
+        with self._lock:
+            self._resources[(resource.group, resource.version, resource.plural)] = resource
+
+    def remove_group_plural(self, group: str, plural: str) -> None:
+        with self._lock:
+            for key in [k for k in self._resources if k[0] == group and k[2] == plural]:
+                del self._resources[key]
+
+    def get(self, group: str, version: str, plural: str) -> Resource | None:
+        with self._lock:
+            return self._resources.get((group, version, plural))
+
+    def by_kind(self, api_version: str, kind: str) -> Resource | None:
+        group, _, version = api_version.rpartition("/")
+        with self._lock:
+            for resource in self._resources.values():
+                if resource.group == group and resource.version == version and resource.kind == kind:
+                    return resource
+        return None
+
+    def all(self) -> list[Resource]:
+        with self._lock:
+            return list(self._resources.values())

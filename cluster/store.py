@@ -1,0 +1,283 @@
+"""The emulated apiserver's storage: objects, resourceVersions, finalizers and the watch history.
+
+Semantics follow the Kubernetes API conventions: a single monotonically increasing
+resourceVersion, uid/creationTimestamp/generation set by the server, optimistic concurrency
+(409 Conflict on a stale resourceVersion), graceful deletion with finalizers, and a bounded
+event history behind watches (410 Gone for a resourceVersion older than what is retained).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import random
+import threading
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from cluster.resources import Resource
+
+Obj = dict[str, Any]
+Key = tuple[str, str, str, str]  # group, plural, namespace ("" when cluster-scoped), name
+_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # what the apiserver uses for generateName suffixes
+
+
+class ApiError(Exception):
+    """An API failure, rendered as a metav1.Status with the same code and reason as the apiserver."""
+
+    def __init__(self, code: int, reason: str, message: str, details: Obj | None = None) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message, self.details = code, reason, message, details
+
+    def status(self) -> Obj:
+        status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                  "message": self.message, "reason": self.reason, "code": self.code}
+        if self.details:
+            status["details"] = self.details
+        return status
+
+
+def not_found(resource: Resource, name: str) -> ApiError:
+    qualified = f"{resource.plural}.{resource.group}" if resource.group else resource.plural
+    return ApiError(404, "NotFound", f'{qualified} "{name}" not found',
+                    {"name": name, "group": resource.group, "kind": resource.plural})
+
+
+def conflict(resource: Resource, name: str, why: str) -> ApiError:
+    qualified = f"{resource.plural}.{resource.group}" if resource.group else resource.plural
+    return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {qualified} "{name}": {why}',
+                    {"name": name, "group": resource.group, "kind": resource.plural})
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Event:
+    rv: int
+    type: str  # ADDED, MODIFIED, DELETED
+    group: str
+    plural: str
+    obj: Obj
+
+
+def _key(resource: Resource, namespace: str | None, name: str) -> Key:
+    return (resource.group, resource.plural, namespace or "" if resource.namespaced else "", name)
+
+
+class Store:
+    def __init__(self, history: int = 10000) -> None:
+        self._cond = threading.Condition()
+        self._objects: dict[Key, Obj] = {}
+        self._rv = 0
+        self._history: deque[Event] = deque(maxlen=history)
+        self._closed = False
+
+    # --- reads -------------------------------------------------------------------------
+
+    @property
+    def resource_version(self) -> int:
+        with self._cond:
+            return self._rv
+
+    def get(self, resource: Resource, namespace: str | None, name: str) -> Obj:
+        with self._cond:
+            obj = self._objects.get(_key(resource, namespace, name))
+            if obj is None:
+                raise not_found(resource, name)
+            return copy.deepcopy(obj)
+
+    def items(self, resource: Resource) -> list[Obj]:
+        """The stored objects themselves, not copies: for in-process controllers, read-only."""
+        with self._cond:
+            return [obj for (group, plural, _, _), obj in self._objects.items()
+                    if group == resource.group and plural == resource.plural]
+
+    def wait_for_change(self, since: int, timeout: float) -> int:
+        """Block until the resourceVersion moves past ``since`` (or timeout); the current one."""
+        with self._cond:
+            if self._rv <= since and not self._closed:
+                self._cond.wait(timeout)
+            return self._rv
+
+    def list(self, resource: Resource, namespace: str | None,
+             match: Callable[[Obj], bool] = lambda obj: True) -> tuple[list[Obj], int]:
+        with self._cond:
+            items = [copy.deepcopy(obj) for (group, plural, ns, _), obj in sorted(self._objects.items())
+                     if group == resource.group and plural == resource.plural
+                     and (namespace is None or ns == namespace) and match(obj)]
+            return items, self._rv
+
+    # --- writes ------------------------------------------------------------------------
+
+    def _record(self, type_: str, resource: Resource, obj: Obj) -> None:
+        self._history.append(Event(self._rv, type_, resource.group, resource.plural, copy.deepcopy(obj)))
+        self._cond.notify_all()
+
+    def _next_rv(self, obj: Obj) -> None:
+        self._rv += 1
+        obj["metadata"]["resourceVersion"] = str(self._rv)
+
+    def create(self, resource: Resource, obj: Obj, namespace: str | None) -> Obj:
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        with self._cond:
+            if not meta.get("name") and meta.get("generateName"):
+                for _ in range(8):
+                    candidate = meta["generateName"] + "".join(random.choices(_NAME_CHARS, k=5))
+                    if _key(resource, namespace, candidate) not in self._objects:
+                        meta["name"] = candidate
+                        break
+            if not meta.get("name"):
+                raise ApiError(422, "Invalid", f"{resource.kind} is invalid: metadata.name: Required value: "
+                                                "name or generateName is required")
+            if resource.namespaced:
+                meta["namespace"] = namespace
+            key = _key(resource, namespace, meta["name"])
+            if key in self._objects:
+                qualified = f"{resource.plural}.{resource.group}" if resource.group else resource.plural
+                raise ApiError(409, "AlreadyExists", f'{qualified} "{meta["name"]}" already exists',
+                               {"name": meta["name"], "group": resource.group, "kind": resource.plural})
+            obj["apiVersion"], obj["kind"] = resource.api_version, resource.kind
+            meta["uid"] = str(uuid.uuid4())
+            meta["creationTimestamp"] = now()
+            meta["generation"] = 1
+            for server_set in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+                meta.pop(server_set, None)
+            self._next_rv(obj)
+            self._objects[key] = obj
+            self._record("ADDED", resource, obj)
+            return copy.deepcopy(obj)
+
+    def update(self, resource: Resource, obj: Obj, namespace: str | None, subresource: str = "") -> Obj:
+        """PUT semantics: a stale metadata.resourceVersion is a 409 Conflict."""
+        meta = obj.get("metadata") or {}
+        with self._cond:
+            key = _key(resource, namespace, meta.get("name", ""))
+            current = self._objects.get(key)
+            if current is None:
+                raise not_found(resource, meta.get("name", ""))
+            wanted = meta.get("resourceVersion")
+            if wanted and wanted != current["metadata"]["resourceVersion"]:
+                raise conflict(resource, meta["name"], "the object has been modified; please apply your changes "
+                                                       "to the latest version and try again")
+            new = self._merge_update(resource, current, copy.deepcopy(obj), subresource)
+            if new == current:
+                return copy.deepcopy(current)
+            meta = new["metadata"]
+            if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+                self._next_rv(new)
+                del self._objects[key]
+                self._record("DELETED", resource, new)
+                return copy.deepcopy(new)
+            self._next_rv(new)
+            self._objects[key] = new
+            self._record("MODIFIED", resource, new)
+            return copy.deepcopy(new)
+
+    @staticmethod
+    def _merge_update(resource: Resource, current: Obj, new: Obj, subresource: str) -> Obj:
+        """Keep what clients cannot change: identity, timestamps; status vs spec by subresource."""
+        new["apiVersion"], new["kind"] = current["apiVersion"], current["kind"]
+        meta, old_meta = new.setdefault("metadata", {}), current["metadata"]
+        for server_set in ("uid", "creationTimestamp", "namespace", "name", "generation", "resourceVersion",
+                           "deletionTimestamp", "deletionGracePeriodSeconds"):
+            if server_set in old_meta:
+                meta[server_set] = old_meta[server_set]
+            else:
+                meta.pop(server_set, None)
+        if "status" in resource.subresources:
+            if subresource == "status":
+                new = {**copy.deepcopy(current), "status": new.get("status", {}),
+                       "metadata": {**copy.deepcopy(old_meta)}}
+            elif "status" in current:
+                new["status"] = copy.deepcopy(current["status"])
+            else:
+                new.pop("status", None)
+        if subresource != "status" and {k: v for k, v in new.items() if k not in ("metadata", "status")} != \
+                {k: v for k, v in current.items() if k not in ("metadata", "status")}:
+            new["metadata"]["generation"] = old_meta.get("generation", 1) + 1
+        return new
+
+    def delete(self, resource: Resource, namespace: str | None, name: str, graceful: bool = False,
+               uid: str | None = None, grace_seconds: int = 30) -> Obj:
+        """Finalizers (or ``graceful``, for pods a kubelet must stop) defer removal via deletionTimestamp."""
+        with self._cond:
+            key = _key(resource, namespace, name)
+            current = self._objects.get(key)
+            if current is None:
+                raise not_found(resource, name)
+            if uid and current["metadata"].get("uid") != uid:
+                raise conflict(resource, name, f"Precondition failed: UID in precondition: {uid}, "
+                                               f"UID in object meta: {current['metadata'].get('uid')}")
+            meta = current["metadata"]
+            if meta.get("finalizers") or graceful:
+                if not meta.get("deletionTimestamp"):
+                    meta["deletionTimestamp"] = now()
+                    meta["deletionGracePeriodSeconds"] = grace_seconds if graceful else 0
+                    self._next_rv(current)
+                    self._record("MODIFIED", resource, current)
+                return copy.deepcopy(current)
+            del self._objects[key]
+            self._next_rv(current)
+            self._record("DELETED", resource, current)
+            return copy.deepcopy(current)
+
+    def remove(self, resource: Resource, namespace: str | None, name: str) -> None:
+        """Final removal of a gracefully deleted object (the kubelet's confirmation)."""
+        with self._cond:
+            current = self._objects.pop(_key(resource, namespace, name), None)
+            if current is not None:
+                self._next_rv(current)
+                self._record("DELETED", resource, current)
+
+    # --- watch -------------------------------------------------------------------------
+
+    def watch(self, resource: Resource, namespace: str | None, since: int, deadline: float,
+              match: Callable[[Obj], bool], bookmark_every: float | None = None) -> Iterator[Event | int]:
+        """Events after ``since`` until ``deadline`` (monotonic); yields an int rv for a bookmark.
+
+        Raises ApiError 410 when ``since`` is older than the retained history.
+        """
+        import time
+
+        with self._cond:
+            oldest = self._history[0].rv if self._history else self._rv + 1
+            if since < self._rv and since < oldest - 1:
+                raise ApiError(410, "Expired", f"too old resource version: {since} ({oldest - 1})")
+        position = since
+        last_bookmark = time.monotonic()
+        while not self._closed:
+            with self._cond:
+                pending = [e for e in self._history if e.rv > position]
+                if not pending:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return
+                    self._cond.wait(min(remaining, bookmark_every or remaining, 1.0))
+                    pending = [e for e in self._history if e.rv > position]
+                    if not pending and bookmark_every and time.monotonic() - last_bookmark >= bookmark_every:
+                        last_bookmark = time.monotonic()
+                        position = max(position, self._rv)
+                        yield position
+                        continue
+            for event in pending:
+                position = event.rv
+                if event.group != resource.group or event.plural != resource.plural:
+                    continue
+                ns = event.obj["metadata"].get("namespace")
+                if namespace is not None and ns != namespace:
+                    continue
+                if match(event.obj):
+                    yield event
+            if time.monotonic() >= deadline:
+                return
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
