@@ -13,6 +13,7 @@ import copy
 import http.client
 import json
 import ssl
+import threading
 import urllib.parse
 import uuid
 from dataclasses import dataclass
@@ -70,11 +71,43 @@ def _rule_matches(rule: Obj, req: Request) -> bool:
     return scope == "*" or (scope == "Namespaced") == req.resource.namespaced
 
 
+class _Connections:
+    """Kept-alive HTTPS connections per thread and endpoint, and one TLS context per caBundle,
+    as the apiserver's webhook clients reuse theirs."""
+
+    def __init__(self) -> None:
+        self._contexts: dict[str, ssl.SSLContext] = {}
+        self._local = threading.local()
+
+    def context(self, ca_bundle: str) -> ssl.SSLContext:
+        if ca_bundle not in self._contexts:
+            cadata = base64.b64decode(ca_bundle).decode() if ca_bundle else None
+            self._contexts[ca_bundle] = ssl.create_default_context(cadata=cadata)
+        return self._contexts[ca_bundle]
+
+    def get(self, host: str, port: int, ca_bundle: str, timeout: float) -> http.client.HTTPSConnection:
+        pool = self._local.__dict__.setdefault("pool", {})
+        key = (host, port, ca_bundle)
+        conn = pool.get(key)
+        if conn is None:
+            conn = pool[key] = http.client.HTTPSConnection(host, port, context=self.context(ca_bundle))
+        conn.timeout = timeout
+        if conn.sock is not None:
+            conn.sock.settimeout(timeout)
+        return conn
+
+    def drop(self, host: str, port: int, ca_bundle: str) -> None:
+        conn = self._local.__dict__.get("pool", {}).pop((host, port, ca_bundle), None)
+        if conn is not None:
+            conn.close()
+
+
 class WebhookAdmission:
     """Reads the webhook configurations from the store on every request, like the apiserver's informers."""
 
     def __init__(self, store: Store, registry: Registry) -> None:
         self.store, self.registry = store, registry
+        self._connections = _Connections()
 
     def _webhooks(self, kind: str) -> list[Obj]:
         resource = self.registry.get("admissionregistration.k8s.io", "v1", _CONFIGS[kind])
@@ -124,19 +157,23 @@ class WebhookAdmission:
         if not url:
             raise ValueError("clientConfig.service is not routable in the local cluster; use clientConfig.url")
         parts = urllib.parse.urlsplit(url)
-        context = ssl.create_default_context()
-        if config.get("caBundle"):
-            context = ssl.create_default_context(cadata=base64.b64decode(config["caBundle"]).decode())
+        host, port, bundle = parts.hostname or "", parts.port or 443, config.get("caBundle") or ""
         timeout = float(hook.get("timeoutSeconds") or 10)
-        conn = http.client.HTTPSConnection(parts.hostname, parts.port or 443, context=context, timeout=timeout)
-        try:
-            path = parts.path or "/"
-            conn.request("POST", path + (f"?{parts.query}" if parts.query else ""), json.dumps(review),
-                         {"Content-Type": "application/json", "Accept": "application/json"})
-            answer = conn.getresponse()
-            data = answer.read()
-        finally:
-            conn.close()
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        for attempt in (1, 2):  # a kept-alive connection the server closed meanwhile is retried once, fresh
+            conn = self._connections.get(host, port, bundle, timeout)
+            reused = conn.sock is not None
+            try:
+                conn.request("POST", path, json.dumps(review),
+                             {"Content-Type": "application/json", "Accept": "application/json"})
+                answer = conn.getresponse()
+                data = answer.read()
+                break
+            except (OSError, http.client.HTTPException) as exc:
+                self._connections.drop(host, port, bundle)
+                stale = isinstance(exc, ConnectionError | http.client.RemoteDisconnected)
+                if not (reused and stale and attempt == 1):
+                    raise
         if answer.status != 200:
             raise ValueError(f"the server responded with HTTP {answer.status}")
         response = json.loads(data).get("response")

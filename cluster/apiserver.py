@@ -176,6 +176,11 @@ class ApiServer:
         if resource.namespaced and target.namespace is None and (method != "GET" or target.name):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         dry_run = query.get("dryRun") == "All"
+        content_type = headers.get("content-type", "").split(";")[0].strip()
+        if method in ("POST", "PUT") and body and content_type not in ("", "application/json"):
+            # This emulator decodes JSON only; a real apiserver also speaks protobuf and YAML.
+            raise ApiError(415, "UnsupportedMediaType", 'the body of the request was in an unknown format - '
+                                                        'accepted media types include: application/json')
         if method == "GET" and not target.name:
             if query.get("watch") in ("true", "1"):
                 return self._watch(target, query)
@@ -222,32 +227,43 @@ class ApiServer:
         timeout = float(query.get("timeoutSeconds") or 1800)
         bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
         since_text = query.get("resourceVersion", "")
+        send_initial = query.get("sendInitialEvents")  # streaming list: initial state, then a marked bookmark
+        if send_initial is not None and query.get("resourceVersionMatch") != "NotOlderThan":
+            raise ApiError(422, "Invalid", 'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: '
+                                           "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")
         initial: list[Obj] = []
-        if since_text in ("", "0"):
+        if send_initial == "true" or (send_initial is None and since_text in ("", "0")):
             initial, since = self.store.list(resource, target.namespace, match)
+        elif since_text in ("", "0"):
+            since = self.store.resource_version
         else:
             try:
                 since = int(since_text)
             except ValueError:
                 raise ApiError(400, "BadRequest", f"invalid resource version: {since_text}") from None
         deadline = time.monotonic() + timeout
-        try:
-            events = self.store.watch(resource, target.namespace, since, deadline, match,
-                                      bookmark_every=1.0 if bookmarks else None)
-            first = next(events, None)
-        except ApiError as exc:
-            return Response(200, stream=iter([{"type": "ERROR", "object": exc.status()}]))
+        events = self.store.watch(resource, target.namespace, since, deadline, match,
+                                  bookmark_every=1.0 if bookmarks else None)
 
         def stream() -> Iterator[Obj]:
+            # Lazy, so the 200 and headers go out before the first event; a too old resourceVersion
+            # (410 Expired) arrives as an ERROR event in the stream, as from the apiserver's watch cache.
             for obj in initial:
                 yield {"type": "ADDED", "object": obj}
-            pending = [first] if first is not None else []
-            for event in _chain(pending, events):
-                if isinstance(event, Event):
-                    yield {"type": event.type, "object": event.obj}
-                elif bookmarks:
-                    yield {"type": "BOOKMARK", "object": {"kind": resource.kind, "apiVersion": resource.api_version,
-                                                          "metadata": {"resourceVersion": str(event)}}}
+            if send_initial == "true":
+                yield {"type": "BOOKMARK", "object": {"kind": resource.kind, "apiVersion": resource.api_version,
+                                                      "metadata": {"resourceVersion": str(since), "annotations": {
+                                                          "k8s.io/initial-events-end": "true"}}}}
+            try:
+                for event in events:
+                    if isinstance(event, Event):
+                        yield {"type": event.type, "object": event.obj}
+                    elif bookmarks:
+                        yield {"type": "BOOKMARK", "object": {"kind": resource.kind,
+                                                              "apiVersion": resource.api_version,
+                                                              "metadata": {"resourceVersion": str(event)}}}
+            except ApiError as exc:
+                yield {"type": "ERROR", "object": exc.status()}
 
         return Response(200, stream=stream())
 
@@ -324,7 +340,9 @@ class ApiServer:
             if meta.get("name", target.name) != target.name:
                 raise ApiError(400, "BadRequest", "the name of the object does not match the name on the URL")
             meta["name"] = target.name
-            if not put:
+            # A resourceVersion the patch itself sets is a precondition (409 on mismatch, no retry).
+            pinned = not put and meta.get("resourceVersion") not in (None, "", current["metadata"]["resourceVersion"])
+            if not put and not pinned:
                 meta["resourceVersion"] = current["metadata"]["resourceVersion"]
             new, warnings = self._admit(Request("UPDATE", resource, target.subresource, target.namespace,
                                                 target.name, new, current, user, dry_run))
@@ -335,7 +353,7 @@ class ApiServer:
                 return Response(200, self.store.update(resource, new, target.namespace, target.subresource),
                                 warnings=warnings)
             except ApiError as exc:
-                if put or exc.code != 409:
+                if put or pinned or exc.code != 409:
                     raise
         raise ApiError(409, "Conflict", "too many concurrent updates")
 
@@ -346,13 +364,21 @@ class ApiServer:
                                           user, dry_run))
         if dry_run:
             return Response(200, current, warnings=warnings)
-        uid = ((options.get("preconditions") or {}).get("uid")) if isinstance(options, dict) else None
+        preconditions = (options.get("preconditions") or {}) if isinstance(options, dict) else {}
+        uid = preconditions.get("uid")
         graceful = resource.kind == "Pod" and bool((current.get("spec") or {}).get("nodeName")) \
             and options.get("gracePeriodSeconds") != 0
         deleted = self.store.delete(resource, target.namespace, target.name, graceful=graceful, uid=uid,
-                                    grace_seconds=int(options.get("gracePeriodSeconds") or 30))
-        if resource.kind == "CustomResourceDefinition" and not deleted["metadata"].get("deletionTimestamp"):
+                                    grace_seconds=int(options.get("gracePeriodSeconds") or 30),
+                                    resource_version=preconditions.get("resourceVersion"))
+        if deleted["metadata"].get("deletionTimestamp"):  # finalizers or graceful deletion pending: the object
+            return Response(200, deleted, warnings=warnings)
+        if resource.kind == "CustomResourceDefinition":
             self.registry.remove_group_plural(deleted["spec"]["group"], deleted["spec"]["names"]["plural"])
+        if resource.group or resource.kind not in ("Pod", "Namespace", "Service"):  # no ReturnDeletedObject
+            deleted = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": {
+                "name": target.name, "group": resource.group, "kind": resource.plural,
+                "uid": deleted["metadata"].get("uid")}}
         return Response(200, deleted, warnings=warnings)
 
     def _bind(self, target: Target, binding: Obj, user: User) -> Response:
@@ -385,7 +411,3 @@ def _json(body: bytes) -> Any:
     except ValueError as exc:
         raise ApiError(400, "BadRequest", f"the body of the request is not valid JSON: {exc}") from None
 
-
-def _chain(first: list[Any], rest: Iterator[Any]) -> Iterator[Any]:
-    yield from first
-    yield from rest

@@ -55,4 +55,4 @@ class Kubelet(Loop):
                                          "image": "", "imageID": ""} for name in containers]}
         with contextlib.suppress(ApiError):  # the pod is gone: nothing to report
             self.client.patch(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
-                              {"status": status}, kind="merge")
+                              {"status": status}, kind="strategic-merge")

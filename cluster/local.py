@@ -47,7 +47,7 @@ class NodeSpec:
 
 
 class LocalCluster:
-    def __init__(self, nodes: list[NodeSpec] | None = None, workdir: str | None = None,
+    def __init__(self, nodes: list[NodeSpec | dict[str, Any]] | None = None, workdir: str | None = None,
                  history: int = 10000) -> None:
         self.workdir = workdir or tempfile.mkdtemp(prefix="kubenexus-cluster-")
         self.store = Store(history=history)
@@ -61,17 +61,18 @@ class LocalCluster:
         self.http = ApiHttpServer(self.api, tls.cert, tls.key, self.users)
         self.kubeconfig = write_kubeconfig(os.path.join(self.workdir, "kubeconfig"), self.http.url, tls.ca_cert,
                                            self.admin_token)
+        self.components: list[Any] = []
         self._seed(nodes or [NodeSpec(f"node-{i}") for i in range(3)])
 
-    def _seed(self, nodes: list[NodeSpec]) -> None:
+    def _seed(self, nodes: list[NodeSpec | dict[str, Any]]) -> None:
         namespaces = self.registry.get("", "v1", "namespaces")
         node_resource = self.registry.get("", "v1", "nodes")
         assert namespaces is not None and node_resource is not None
         for name in SYSTEM_NAMESPACES:
             self.store.create(namespaces, {"metadata": {"name": name}, "spec": {"finalizers": ["kubernetes"]},
                                            "status": {"phase": "Active"}}, None)
-        for spec in nodes:
-            self.store.create(node_resource, spec.node(), None)
+        for node in nodes:
+            self.store.create(node_resource, node.node() if isinstance(node, NodeSpec) else node, None)
 
     def add_user(self, username: str, groups: tuple[str, ...] = ("system:authenticated",)) -> str:
         """A kubeconfig for another identity (e.g. the gate controller's service account)."""
@@ -80,11 +81,30 @@ class LocalCluster:
         safe = username.replace(":", "_")
         return write_kubeconfig(os.path.join(self.workdir, f"kubeconfig-{safe}"), self.http.url, self.ca_cert, token)
 
+    def run_components(self, scheduler_names: tuple[str, ...] = ("default-scheduler", "kubenexus-scheduler"),
+                       start_seconds: float = 0.2, run_seconds: float | None = None,
+                       operators: bool = True) -> None:
+        """Start the scheduler, the kubelet and (optionally) the operators; ``stop()`` ends them."""
+        from cluster.kubelet import Kubelet
+        from cluster.scheduler import Scheduler
+
+        self.components.append(Scheduler(self.api, scheduler_names))
+        self.components.append(Kubelet(self.api, start_seconds=start_seconds, run_seconds=run_seconds))
+        if operators:
+            from cluster.operators import start_operators
+
+            self.components.extend(start_operators(self.api))
+        for component in self.components:
+            if not component.is_alive():
+                component.start()
+
     def start(self) -> LocalCluster:
         self.http.start()
         return self
 
     def stop(self) -> None:
+        for component in self.components:
+            component.stop()
         self.http.stop()
 
     def __enter__(self) -> LocalCluster:

@@ -37,6 +37,8 @@ BUILTIN = (
              field_selectors=_POD_FIELDS),
     Resource("", "v1", "Event", "events", short_names=("ev",),
              field_selectors=("metadata.name", "metadata.namespace", "involvedObject.name", "involvedObject.kind",
+                              "involvedObject.namespace", "involvedObject.apiVersion", "involvedObject.fieldPath",
+                              "involvedObject.resourceVersion", "source",
                               "involvedObject.uid", "reason", "type")),
     Resource("", "v1", "Secret", "secrets"),
     Resource("", "v1", "ConfigMap", "configmaps", short_names=("cm",)),

@@ -6,6 +6,8 @@ scoring); unschedulable pods get the PodScheduled=False condition and a FailedSc
 
 from __future__ import annotations
 
+import uuid
+
 from cluster.admission import User
 from cluster.apiserver import ApiServer
 from cluster.controllers import Loop
@@ -62,7 +64,7 @@ class Scheduler(Loop):
                 {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
                  "lastTransitionTime": now()}]}}, kind="strategic-merge")
             self.client.create(f"/api/v1/namespaces/{pod['metadata']['namespace']}/events", {
-                "metadata": {"generateName": f"{pod['metadata']['name']}."},
+                "metadata": {"name": f"{pod['metadata']['name']}.{uuid.uuid4().hex[:16]}"},  # as the scheduler
                 "involvedObject": {"kind": "Pod", "namespace": pod["metadata"]["namespace"],
                                    "name": pod["metadata"]["name"], "uid": uid, "apiVersion": "v1"},
                 "reason": "FailedScheduling", "message": message, "type": "Warning",

@@ -9,9 +9,11 @@ event history behind watches (410 Gone for a resourceVersion older than what is 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime
 import random
 import threading
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -63,6 +65,32 @@ class Event:
     group: str
     plural: str
     obj: Obj
+    old: Obj | None = None  # the previous state of a MODIFIED object, for selector transitions
+
+
+class _Objects:
+    """Objects by resource, then by (namespace, name): listing one resource never scans the others."""
+
+    def __init__(self) -> None:
+        self._tables: dict[tuple[str, str], dict[tuple[str, str], Obj]] = {}
+
+    def of(self, resource: Resource) -> dict[tuple[str, str], Obj]:
+        return self._tables.setdefault((resource.group, resource.plural), {})
+
+    def get(self, key: Key) -> Obj | None:
+        return self._tables.get(key[:2], {}).get(key[2:])
+
+    def __contains__(self, key: Key) -> bool:
+        return self.get(key) is not None
+
+    def __setitem__(self, key: Key, obj: Obj) -> None:
+        self._tables.setdefault(key[:2], {})[key[2:]] = obj
+
+    def __delitem__(self, key: Key) -> None:
+        del self._tables[key[:2]][key[2:]]
+
+    def pop(self, key: Key) -> Obj | None:
+        return self._tables.get(key[:2], {}).pop(key[2:], None)
 
 
 def _key(resource: Resource, namespace: str | None, name: str) -> Key:
@@ -72,7 +100,7 @@ def _key(resource: Resource, namespace: str | None, name: str) -> Key:
 class Store:
     def __init__(self, history: int = 10000) -> None:
         self._cond = threading.Condition()
-        self._objects: dict[Key, Obj] = {}
+        self._objects = _Objects()
         self._rv = 0
         self._history: deque[Event] = deque(maxlen=history)
         self._closed = False
@@ -94,8 +122,7 @@ class Store:
     def items(self, resource: Resource) -> list[Obj]:
         """The stored objects themselves, not copies: for in-process controllers, read-only."""
         with self._cond:
-            return [obj for (group, plural, _, _), obj in self._objects.items()
-                    if group == resource.group and plural == resource.plural]
+            return list(self._objects.of(resource).values())
 
     def wait_for_change(self, since: int, timeout: float) -> int:
         """Block until the resourceVersion moves past ``since`` (or timeout); the current one."""
@@ -107,15 +134,14 @@ class Store:
     def list(self, resource: Resource, namespace: str | None,
              match: Callable[[Obj], bool] = lambda obj: True) -> tuple[list[Obj], int]:
         with self._cond:
-            items = [copy.deepcopy(obj) for (group, plural, ns, _), obj in sorted(self._objects.items())
-                     if group == resource.group and plural == resource.plural
-                     and (namespace is None or ns == namespace) and match(obj)]
+            items = [copy.deepcopy(obj) for (ns, _), obj in sorted(self._objects.of(resource).items())
+                     if (namespace is None or ns == namespace) and match(obj)]
             return items, self._rv
 
     # --- writes ------------------------------------------------------------------------
 
-    def _record(self, type_: str, resource: Resource, obj: Obj) -> None:
-        self._history.append(Event(self._rv, type_, resource.group, resource.plural, copy.deepcopy(obj)))
+    def _record(self, type_: str, resource: Resource, obj: Obj, old: Obj | None = None) -> None:
+        self._history.append(Event(self._rv, type_, resource.group, resource.plural, copy.deepcopy(obj), old))
         self._cond.notify_all()
 
     def _next_rv(self, obj: Obj) -> None:
@@ -176,7 +202,7 @@ class Store:
                 return copy.deepcopy(new)
             self._next_rv(new)
             self._objects[key] = new
-            self._record("MODIFIED", resource, new)
+            self._record("MODIFIED", resource, new, old=current)  # current is replaced, never mutated again
             return copy.deepcopy(new)
 
     @staticmethod
@@ -204,7 +230,7 @@ class Store:
         return new
 
     def delete(self, resource: Resource, namespace: str | None, name: str, graceful: bool = False,
-               uid: str | None = None, grace_seconds: int = 30) -> Obj:
+               uid: str | None = None, grace_seconds: int = 30, resource_version: str | None = None) -> Obj:
         """Finalizers (or ``graceful``, for pods a kubelet must stop) defer removal via deletionTimestamp."""
         with self._cond:
             key = _key(resource, namespace, name)
@@ -214,6 +240,10 @@ class Store:
             if uid and current["metadata"].get("uid") != uid:
                 raise conflict(resource, name, f"Precondition failed: UID in precondition: {uid}, "
                                                f"UID in object meta: {current['metadata'].get('uid')}")
+            if resource_version and current["metadata"].get("resourceVersion") != resource_version:
+                raise conflict(resource, name, f"Precondition failed: ResourceVersion in precondition: "
+                                               f"{resource_version}, ResourceVersion in object meta: "
+                                               f"{current['metadata'].get('resourceVersion')}")
             meta = current["metadata"]
             if meta.get("finalizers") or graceful:
                 if not meta.get("deletionTimestamp"):
@@ -230,7 +260,7 @@ class Store:
     def remove(self, resource: Resource, namespace: str | None, name: str) -> None:
         """Final removal of a gracefully deleted object (the kubelet's confirmation)."""
         with self._cond:
-            current = self._objects.pop(_key(resource, namespace, name), None)
+            current = self._objects.pop(_key(resource, namespace, name))
             if current is not None:
                 self._next_rv(current)
                 self._record("DELETED", resource, current)
@@ -243,8 +273,6 @@ class Store:
 
         Raises ApiError 410 when ``since`` is older than the retained history.
         """
-        import time
-
         with self._cond:
             oldest = self._history[0].rv if self._history else self._rv + 1
             if since < self._rv and since < oldest - 1:
@@ -272,7 +300,11 @@ class Store:
                 ns = event.obj["metadata"].get("namespace")
                 if namespace is not None and ns != namespace:
                     continue
-                if match(event.obj):
+                matches = match(event.obj)
+                if event.old is not None and match(event.old) != matches:
+                    # A selector watch sees an object enter or leave its selection (as the apiserver does).
+                    yield dataclasses.replace(event, type="ADDED" if matches else "DELETED")
+                elif matches:
                     yield event
             if time.monotonic() >= deadline:
                 return

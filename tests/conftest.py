@@ -5,12 +5,6 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-import os
-import socket
-import ssl
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,51 +12,20 @@ from typing import Any
 
 import jsonpatch
 import pytest
-import yaml
 
 from certs.generate import generate
+from kubenexus.local_webhook import KUBENEXUS, LocalWebhook, free_port  # noqa: F401 (re-exported for tests)
 from tests.apiserver_stub import StubApiServer
 from tests.pod_rules import pod_errors
 
-KUBENEXUS = str(Path(sys.executable).parent / "kubenexus")
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Webhook:
+class Webhook(LocalWebhook):
     """A running ``kubenexus webhook`` process and an HTTPS client for it."""
 
     def __init__(self, workdir: Path, certs: Any, kubeconfig: str, settings: dict[str, Any]) -> None:
-        self.port = free_port()
-        config = {"server": {"certDir": str(Path(certs.cert).parent)}, "kubeconfig": kubeconfig, **settings}
-        self.config_path = workdir / f"config-{self.port}.yaml"
-        self.config_path.write_text(yaml.safe_dump(config))
-        self.log_path = workdir / f"webhook-{self.port}.log"
-        self._log = open(self.log_path, "w")  # noqa: SIM115 (closed in stop())
-        self.process = subprocess.Popen(
-            [KUBENEXUS, "webhook", "--config", str(self.config_path), "--bind", f"127.0.0.1:{self.port}"],
-            stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": ""})
-        self.context = ssl.create_default_context(cafile=certs.ca_cert)
+        super().__init__(workdir, certs, kubeconfig, settings)
         self._conn: http.client.HTTPSConnection | None = None
         self.wait_ready()
-
-    def wait_ready(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"webhook exited: {self.log_path.read_text()}")
-            try:
-                status, _ = self.request("GET", "/readyz")
-                if status == 200:
-                    return
-            except OSError:
-                self._conn = None
-            time.sleep(0.1)
-        raise RuntimeError(f"webhook not ready: {self.log_path.read_text()}")
 
     def request(self, method: str, path: str, body: bytes | None = None,
                 headers: dict[str, str] | None = None) -> tuple[int, bytes]:
@@ -100,12 +63,7 @@ class Webhook:
     def stop(self) -> None:
         if self._conn is not None:
             self._conn.close()
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-        self._log.close()
+        super().stop()
 
 
 def pod_request(pod: dict[str, Any], namespace: str, operation: str = "CREATE",

@@ -13,6 +13,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from cluster.local import LocalCluster
+from kubenexus.local_webhook import register, webhook_configuration
 from tests.conftest import Webhook, free_port
 from tests.contract import GATE, GROUP, MIN, OPT_IN, SCHEDULER
 
@@ -26,22 +27,6 @@ SPARK_CRD = {
                            "schema": {"openAPIV3Schema": {"type": "object",
                                                           "x-kubernetes-preserve-unknown-fields": True}}}]},
 }
-
-
-def webhook_configuration(kind: str, name: str, url: str, ca_bundle: str, failure_policy: str = "Fail",
-                          object_selector: dict | None = None, operations: tuple[str, ...] = ("CREATE",)) -> dict:
-    hook = {"name": f"{name}.kubenexus.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
-            "failurePolicy": failure_policy, "timeoutSeconds": 5,
-            "clientConfig": {"url": url, "caBundle": ca_bundle},
-            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
-                       "operations": list(operations), "scope": "Namespaced"}],
-            "namespaceSelector": {"matchExpressions": [{"key": OPT_IN, "operator": "NotIn", "values": ["disabled"]}]}}
-    if kind == "Mutating":
-        hook["reinvocationPolicy"] = "IfNeeded"
-    if object_selector:
-        hook["objectSelector"] = object_selector
-    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": f"{kind}WebhookConfiguration",
-            "metadata": {"name": name}, "webhooks": [hook]}
 
 
 @pytest.fixture(scope="module")
@@ -60,13 +45,7 @@ def installed(cluster, kube, workdir, tls):
     """The webhook reading owners through the local cluster, registered like a real installation."""
     kubeconfig = cluster.add_user("system:serviceaccount:kubenexus-system:kubenexus-webhook")
     hook = Webhook(workdir, tls, kubeconfig, {})
-    admission = client.AdmissionregistrationV1Api(kube)
-    base = f"https://127.0.0.1:{hook.port}"
-    admission.create_mutating_webhook_configuration(
-        webhook_configuration("Mutating", "kubenexus-mutate", f"{base}/mutate", tls.ca_bundle_b64()))
-    admission.create_validating_webhook_configuration(
-        webhook_configuration("Validating", "kubenexus-validate", f"{base}/validate", tls.ca_bundle_b64(),
-                              operations=("CREATE", "UPDATE")))
+    register(client.AdmissionregistrationV1Api(kube), hook)
     client.ApiextensionsV1Api(kube).create_custom_resource_definition(SPARK_CRD)
     yield hook
     hook.stop()

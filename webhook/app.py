@@ -59,8 +59,10 @@ def create_app(config: Config, source: ObjectSource, ready: Callable[[], tuple[b
         metrics.DECISIONS.labels(decision.action.value).inc()
         # Every pod with an owner reaches the webhook: only gang decisions and warnings are news.
         level = logging.INFO if decision.action is not Action.SKIP or decision.warnings else logging.DEBUG
+        meta = admission.pod.get("metadata") or {}
         log.log(level, "pod admitted", extra={
             "uid": req["uid"], "namespace": req.get("namespace"), "action": decision.action.value,
+            "pod": meta.get("name") or f"{meta.get('generateName', '')}*",
             "group": decision.group, "reasons": decision.reasons, "warnings": decision.warnings})
         return admission.review, "patched" if admission.patch else "allowed"
 
