@@ -36,7 +36,7 @@ def spark_objects(namespace: str, executors: int) -> tuple[dict, dict, dict]:
     app = {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
            "metadata": {"name": "spark-pi", "namespace": namespace, "uid": f"app-{namespace}",
                         "annotations": {"kubenexus.io/gang-scheduling": "true"}},
-           "spec": {"type": "Scala", "driver": {"cores": 1, "memory": "2g"},
+           "spec": {"type": "Scala", "image": "spark:3.5.3", "driver": {"cores": 1, "memory": "2g"},
                     "executor": {"instances": executors, "cores": 2, "memory": "4g"}}}
     driver = {"apiVersion": "v1", "kind": "Pod",
               "metadata": {"name": "spark-pi-driver", "namespace": namespace, "uid": f"driver-{namespace}",

@@ -29,13 +29,6 @@ from certs.generate import generate  # noqa: E402
 from kubenexus.local_webhook import KUBENEXUS, LocalWebhook, register  # noqa: E402
 
 GOAL_PODS_PER_S = 200.0
-SPARK_CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-             "metadata": {"name": "sparkapplications.sparkoperator.k8s.io"},
-             "spec": {"group": "sparkoperator.k8s.io", "scope": "Namespaced",
-                      "names": {"kind": "SparkApplication", "plural": "sparkapplications"},
-                      "versions": [{"name": "v1beta2", "served": True, "storage": True}]}}
-
-
 def _serve(workdir: Path) -> tuple[subprocess.Popen, str]:
     """``kubenexus cluster serve`` in its own process: the clients below do not share its interpreter."""
     kubeconfig = str(workdir / "kubeconfig")
@@ -48,10 +41,20 @@ def _serve(workdir: Path) -> tuple[subprocess.Popen, str]:
     return process, kubeconfig
 
 
+def _wait_for_driver(core: client.CoreV1Api, timeout: float = 30) -> client.V1Pod:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pods = core.list_namespaced_pod("default", label_selector="spark-role=driver").items
+        if pods:
+            return pods[0]
+        time.sleep(0.1)
+    raise RuntimeError("the emulated spark-operator did not create the driver")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pods", type=int, default=2000)
-    parser.add_argument("--clients", type=int, default=8, help="concurrent creating clients")
+    parser.add_argument("--clients", type=int, default=4, help="concurrent creating clients")
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
     pods = 100 if args.smoke else args.pods
@@ -64,17 +67,13 @@ def main() -> int:
         webhook.wait_ready()
         kube = config.new_client_from_config(kubeconfig)
         register(client.AdmissionregistrationV1Api(kube), webhook)
-        client.ApiextensionsV1Api(kube).create_custom_resource_definition(SPARK_CRD)
-        app, driver, executor = spark_objects("default", pods)
-        app = client.CustomObjectsApi(kube).create_namespaced_custom_object(
+        app, _, executor = spark_objects("default", pods)
+        client.CustomObjectsApi(kube).create_namespaced_custom_object(
             "sparkoperator.k8s.io", "v1beta2", "default", "sparkapplications",
             {k: v for k, v in app.items() if k != "metadata"} | {"metadata": {
                 "name": "spark-pi", "annotations": app["metadata"]["annotations"]}})
-        driver["metadata"]["ownerReferences"][0]["uid"] = app["metadata"]["uid"]
-        for server_set in ("uid", "namespace"):
-            driver["metadata"].pop(server_set)
-        created_driver = client.CoreV1Api(kube).create_namespaced_pod("default", driver)
-        executor["metadata"]["ownerReferences"][0]["uid"] = created_driver.metadata.uid
+        driver = _wait_for_driver(client.CoreV1Api(kube))  # created (and gated) by the emulated spark-operator
+        executor["metadata"]["ownerReferences"][0]["uid"] = driver.metadata.uid
         local = threading.local()
 
         def create(_: int) -> bool:

@@ -164,7 +164,7 @@ class WebhookAdmission:
             conn = self._connections.get(host, port, bundle, timeout)
             reused = conn.sock is not None
             try:
-                conn.request("POST", path, json.dumps(review),
+                conn.request("POST", path, json.dumps(review).encode(),  # one segment with the headers
                              {"Content-Type": "application/json", "Accept": "application/json"})
                 answer = conn.getresponse()
                 data = answer.read()

@@ -41,29 +41,35 @@ class Client:
 
 
 class Loop(threading.Thread):
-    """Runs ``reconcile()`` after every store change (and at least every ``period`` seconds)."""
+    """Runs ``reconcile()`` after store changes (and at least every ``period`` seconds).
+
+    Changes arriving within ``coalesce`` seconds are handled by one reconcile, like a real
+    controller's work queue: a burst of 1,000 pod creations is not 1,000 full passes.
+    """
 
     period = 0.5
+    coalesce = 0.05
 
     def __init__(self, api: ApiServer, user: User) -> None:
         super().__init__(name=type(self).__name__, daemon=True)
         self.api, self.store, self.client = api, api.store, Client(api, user)
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def reconcile(self) -> None:
         raise NotImplementedError
 
     def run(self) -> None:
         seen = -1
-        while not self._stop.is_set():
-            current = self.store.wait_for_change(seen, self.period)
-            if self._stop.is_set():
+        while not self._halt.is_set():
+            if self.store.wait_for_change(seen, self.period) != seen:
+                self._halt.wait(self.coalesce)
+            if self._halt.is_set():
                 return
-            seen = current
+            seen = self.store.resource_version
             try:
                 self.reconcile()
             except Exception:  # a component keeps running, like a real controller with backoff
                 log.exception("%s reconcile failed", self.name)
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()

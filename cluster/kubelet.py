@@ -15,6 +15,7 @@ KUBELET = User("system:node:local", ("system:nodes", "system:authenticated"))
 
 class Kubelet(Loop):
     period = 0.05
+    coalesce = 0.1
 
     def __init__(self, api: ApiServer, start_seconds: float = 0.1, run_seconds: float | None = None) -> None:
         super().__init__(api, KUBELET)

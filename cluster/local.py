@@ -6,6 +6,7 @@ through the kubeconfig it writes, exactly as they would reach a real cluster.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import tempfile
@@ -17,7 +18,7 @@ from cluster.admission import User
 from cluster.apiserver import ApiServer
 from cluster.http import ApiHttpServer, write_kubeconfig
 from cluster.resources import Registry
-from cluster.store import Store
+from cluster.store import ApiError, Store
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 ADMIN = User("kubernetes-admin", ("system:masters", "system:authenticated"))
@@ -90,9 +91,15 @@ class LocalCluster:
 
         self.components.append(Scheduler(self.api, scheduler_names))
         self.components.append(Kubelet(self.api, start_seconds=start_seconds, run_seconds=run_seconds))
-        if operators:
+        if operators:  # the operators' CRDs come with them, as a Helm chart would install them
+            from cluster.controllers import Client
+            from cluster.crds import crd_manifests
             from cluster.operators import start_operators
 
+            admin = Client(self.api, ADMIN)
+            for crd in crd_manifests():
+                with contextlib.suppress(ApiError):  # already installed
+                    admin.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
             self.components.extend(start_operators(self.api))
         for component in self.components:
             if not component.is_alive():

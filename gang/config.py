@@ -41,6 +41,7 @@ class Config:
     cert_dir: str = "/etc/kubenexus/certs"
     workers: int = 2
     threads: int = 8
+    log_level: str = "INFO"
 
     def is_excluded(self, namespace: str) -> bool:
         """Never touched: the system namespaces, the product's own, and the configured ones."""
@@ -122,6 +123,7 @@ _FIELDS: tuple[tuple[str, str, Callable[[Any, str], Any]], ...] = (
     ("server.certDir", "cert_dir", _str),
     ("server.workers", "workers", _positive(int)),
     ("server.threads", "threads", _positive(int)),
+    ("logLevel", "log_level", _choice(("DEBUG", "INFO", "WARNING", "ERROR"))),
 )
 
 

@@ -6,19 +6,20 @@ import argparse
 import sys
 
 from certs import generate as certs_generate
-from kubenexus import explain
+from cluster import serve as cluster_serve
+from kubenexus import demo, explain
 
 
 def _webhook(args: argparse.Namespace) -> int:
     from gang.config import ConfigError, load_config
     from webhook import logs, server
 
-    logs.configure()
     try:
         config = load_config(args.config)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    logs.configure(config.log_level)
     server.serve(config, args.bind)
     return 0
 
@@ -33,6 +34,8 @@ def parser() -> argparse.ArgumentParser:
     certs = commands.add_parser("certs", help="TLS material for the webhook")
     certs_generate.add_parser(certs.add_subparsers(dest="certs_command", required=True))
     explain.add_parser(commands)
+    cluster_serve.add_parser(commands)
+    demo.add_parser(commands)
     return top
 
 

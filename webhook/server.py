@@ -110,7 +110,7 @@ def gunicorn_options(config: Config, bind: str) -> dict[str, Any]:
             "version": 1,
             "disable_existing_loggers": False,
             "handlers": {"console": {"()": "webhook.logs.BackgroundJsonHandler"}},
-            "root": {"level": "INFO", "handlers": ["console"]},
+            "root": {"level": config.log_level, "handlers": ["console"]},
             "loggers": {"gunicorn.error": {"level": "INFO", "handlers": ["console"], "propagate": False}},
         },
     }

@@ -1,0 +1,157 @@
+"""``kubenexus demo``: the whole admission flow on the embedded local cluster, as a timeline.
+
+Starts the local cluster (apiserver, scheduler, kubelet, operators), generates certificates,
+starts and registers ``kubenexus webhook``, submits two opted-in jobs and one that is not, and
+prints what happened to every pod the operators created, with the webhook's reasons.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config, watch
+
+from certs.generate import generate
+from cluster.local import LocalCluster, NodeSpec
+from gang import keys
+from kubenexus.local_webhook import LocalWebhook, register
+
+NAMESPACE = "demo"
+WEBHOOK_IDENTITY = "system:serviceaccount:kubenexus-system:kubenexus-webhook"
+
+
+def workloads() -> list[dict[str, Any]]:
+    spark = {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+             "metadata": {"name": "spark-pi", "annotations": {keys.GANG_SCHEDULING: "true"}},
+             "spec": {"type": "Scala", "mode": "cluster", "image": "spark:3.5.3",
+                      "mainClass": "org.apache.spark.examples.SparkPi",
+                      "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples.jar",
+                      "driver": {"cores": 1, "memory": "1g"},
+                      "executor": {"instances": 4, "cores": 2, "memory": "4g"}}}
+    replica = {"template": {"spec": {"containers": [{"name": "pytorch", "image": "pytorch:2.5", "resources": {
+        "limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "2", "memory": "8Gi"}}}]}}}
+    pytorch = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+               "metadata": {"name": "resnet", "annotations": {keys.GANG_SCHEDULING: "true"}},
+               "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, **replica},
+                                                "Worker": {"replicas": 3, **replica}}}}
+    adhoc = {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+             "metadata": {"name": "adhoc-report"},
+             "spec": {"type": "Python", "mode": "cluster", "image": "spark:3.5.3",
+                      "mainApplicationFile": "local:///opt/report.py",
+                      "driver": {"cores": 1, "memory": "1g"}, "executor": {"instances": 1, "cores": 1,
+                                                                          "memory": "2g"}}}
+    return [spark, pytorch, adhoc]
+
+
+class Timeline:
+    """Prints events as they happen, relative to the start of the demo."""
+
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+        self.lock = threading.Lock()
+
+    def say(self, text: str) -> None:
+        with self.lock:
+            print(f"[{time.monotonic() - self.start:6.2f}s] {text}", flush=True)
+
+
+def _describe(pod: Any) -> str:
+    labels = pod.metadata.labels or {}
+    gates = [g.name for g in pod.spec.scheduling_gates or []]
+    owner = next((f"{r.kind}/{r.name}" for r in pod.metadata.owner_references or [] if r.controller), "no owner")
+    if gates:
+        return (f"pod {pod.metadata.name} (owner {owner}) created GATED: gang "
+                f"{labels.get(keys.POD_GROUP_LABEL)} of {labels.get(keys.POD_GROUP_MIN_LABEL)}, "
+                f"schedulerName {pod.spec.scheduler_name}")
+    return f"pod {pod.metadata.name} (owner {owner}) created, not gated (schedulerName {pod.spec.scheduler_name})"
+
+
+def _watch_pods(core: Any, timeline: Timeline, stop: threading.Event, seen: dict[str, str]) -> None:
+    stream = watch.Watch()
+    for event in stream.stream(core.list_namespaced_pod, NAMESPACE, timeout_seconds=60):
+        pod = event["object"]
+        phase = pod.status.phase if pod.status else ""
+        previous = seen.get(pod.metadata.name)
+        if event["type"] == "ADDED" and previous is None:
+            timeline.say(_describe(pod))
+        elif pod.spec.node_name and previous in ("", "Pending") and phase == "Running":
+            timeline.say(f"pod {pod.metadata.name} is Running on {pod.spec.node_name}")
+        seen[pod.metadata.name] = phase or ""
+        if stop.is_set():
+            stream.stop()
+
+
+def _decisions(log_path: Path, offset: int, timeline: Timeline) -> int:
+    with open(log_path, encoding="utf-8") as handle:
+        handle.seek(offset)
+        for line in handle:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if entry.get("msg") == "pod admitted" and entry.get("namespace") == NAMESPACE:
+                why = "; ".join(entry.get("reasons") or [])
+                timeline.say(f"  webhook: {entry.get('pod')} -> {entry.get('action')}: {why}")
+                for warning in entry.get("warnings") or []:
+                    timeline.say(f"  webhook warning: {warning}")
+        return handle.tell()
+
+
+def run(args: argparse.Namespace) -> int:
+    timeline = Timeline()
+    nodes = [NodeSpec(f"cpu-{i}", cpu="8", memory="32Gi") for i in range(2)] + [
+        NodeSpec(f"gpu-{i}", cpu="16", memory="64Gi", extra=(("nvidia.com/gpu", "4"),)) for i in range(2)]
+    with LocalCluster(nodes) as cluster:
+        cluster.run_components()
+        timeline.say(f"local cluster up at {cluster.http.url}: {len(nodes)} nodes, scheduler, kubelet, operators")
+        workdir = Path(cluster.workdir)
+        tls = generate("kubenexus-webhook", "kubenexus-system", str(workdir / "webhook-certs"),
+                       extra_ips=["127.0.0.1"])
+        # Debug level: the demo shows the decision for every pod, including those left alone.
+        webhook = LocalWebhook(workdir, tls, cluster.add_user(WEBHOOK_IDENTITY), {"logLevel": "DEBUG"})
+        try:
+            webhook.wait_ready()
+            kube = config.new_client_from_config(cluster.kubeconfig)
+            register(client.AdmissionregistrationV1Api(kube), webhook)
+            timeline.say(f"kubenexus webhook serving at {webhook.url}, registered for pod CREATE/UPDATE")
+            core = client.CoreV1Api(kube)
+            core.create_namespace({"metadata": {"name": NAMESPACE}})
+            seen: dict[str, str] = {}
+            stop = threading.Event()
+            watcher = threading.Thread(target=_watch_pods, args=(core, timeline, stop, seen), daemon=True)
+            watcher.start()
+            custom = client.CustomObjectsApi(kube)
+            for obj in workloads():
+                group, version = obj["apiVersion"].split("/")
+                plural = obj["kind"].lower() + "s"
+                custom.create_namespaced_custom_object(group, version, NAMESPACE, plural, obj)
+                opted = keys.GANG_SCHEDULING in obj["metadata"].get("annotations", {})
+                timeline.say(f"submitted {obj['kind']} {obj['metadata']['name']}"
+                             + (" (kubenexus.io/gang-scheduling: \"true\")" if opted else " (no opt-in)"))
+            offset, deadline = 0, time.monotonic() + args.seconds
+            while time.monotonic() < deadline:
+                offset = _decisions(webhook.log_path, offset, timeline)
+                time.sleep(0.2)
+            stop.set()
+            _decisions(webhook.log_path, offset, timeline)
+            pods = core.list_namespaced_pod(NAMESPACE).items
+            gated = [p.metadata.name for p in pods if p.spec.scheduling_gates]
+            running = [p.metadata.name for p in pods if p.status.phase == "Running"]
+            print()
+            print(f"{len(pods)} pods: {len(gated)} held by the gang gate, {len(running)} running.")
+            print("Gated pods wait for the KubeNexus gate controller, which releases a gang only when all of it "
+                  "fits; the pods of the job that did not opt in were scheduled as usual.")
+        finally:
+            webhook.stop()
+    return 0
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser("demo", help="show gang admission on the embedded local cluster")
+    parser.add_argument("--seconds", type=float, default=12.0, help="how long to let the operators work")
+    parser.set_defaults(func=run)

@@ -1,0 +1,68 @@
+"""``kubenexus cluster serve`` and ``kubenexus demo`` as users run them."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+from kubernetes import client, config
+
+from tests.conftest import KUBENEXUS
+
+
+def test_cluster_serve_runs_until_interrupted_and_serves_its_kubeconfig(tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    serve = subprocess.Popen([KUBENEXUS, "cluster", "serve", "--nodes", "2", "--node-cpu", "4",
+                              "--kubeconfig-out", str(kubeconfig)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert "local cluster at https://127.0.0.1:" in serve.stdout.readline()
+        nodes = client.CoreV1Api(config.new_client_from_config(str(kubeconfig))).list_node().items
+        assert sorted(n.metadata.name for n in nodes) == ["node-0", "node-1"]
+        assert {n.status.allocatable["cpu"] for n in nodes} == {"4"}
+    finally:
+        serve.send_signal(signal.SIGINT)
+        assert serve.wait(timeout=20) == 0
+
+
+def test_cluster_serve_nodes_file(tmp_path):
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text("""apiVersion: v1
+kind: Node
+metadata: {name: gpu-a, labels: {accelerator: a100}}
+status:
+  allocatable: {cpu: "32", memory: 256Gi, pods: "110", nvidia.com/gpu: "8"}
+  capacity: {cpu: "32", memory: 256Gi, pods: "110", nvidia.com/gpu: "8"}
+""")
+    kubeconfig = tmp_path / "kubeconfig"
+    serve = subprocess.Popen([KUBENEXUS, "cluster", "serve", "--nodes-file", str(nodes), "--kubeconfig-out",
+                              str(kubeconfig)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert "1 node(s)" in serve.stdout.readline()
+        node = client.CoreV1Api(config.new_client_from_config(str(kubeconfig))).read_node("gpu-a")
+        assert node.status.allocatable["nvidia.com/gpu"] == "8" and node.metadata.labels["accelerator"] == "a100"
+    finally:
+        serve.terminate()
+        serve.wait(timeout=20)
+
+
+def test_cluster_serve_rejects_a_bad_nodes_file(tmp_path):
+    bad = tmp_path / "nodes.yaml"
+    bad.write_text("kind: Pod\nmetadata: {name: x}\n")
+    done = subprocess.run([KUBENEXUS, "cluster", "serve", "--nodes-file", str(bad), "--kubeconfig-out",
+                           str(tmp_path / "kc")], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "expected one or more Node objects" in done.stderr
+
+
+def test_demo_shows_gated_gangs_and_the_job_that_did_not_opt_in():
+    started = time.monotonic()
+    done = subprocess.run([KUBENEXUS, "demo", "--seconds", "4"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "pod spark-pi-driver (owner SparkApplication/spark-pi) created GATED: gang spark-pi of 5" in out
+    for index in range(3):
+        assert f"pod resnet-worker-{index} (owner PyTorchJob/resnet) created GATED: gang resnet of 4" in out
+    assert "pod adhoc-report-driver (owner SparkApplication/adhoc-report) created, not gated" in out
+    assert "is not opted in to gang scheduling" in out  # the webhook's reason for the job left alone
+    assert "pod adhoc-report-driver is Running" in out
+    assert time.monotonic() - started < 90
