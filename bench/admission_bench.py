@@ -73,7 +73,6 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median run is reported")
-    parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     duration = 1.0 if args.smoke else args.duration
     workdir = Path(tempfile.mkdtemp(prefix="kubenexus-bench-"))
