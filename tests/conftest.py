@@ -5,8 +5,9 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +134,17 @@ def namespace(apiserver: StubApiServer) -> str:
     name = f"ns-{uuid.uuid4().hex[:10]}"
     apiserver.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "uid": name}})
     return name
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 10.0, what: str | Callable[[], str] = "") -> Any:
+    """Poll ``check`` until it returns something truthy; fail with ``what`` (text, or a callable for
+    a message computed at the time of failure) after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    value = None
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.02)
+    described = what() if callable(what) else (what or check)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {described}: last value {value!r}")

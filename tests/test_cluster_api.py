@@ -23,6 +23,7 @@ from kubernetes.client import ApiException
 from cluster.kubelet import Kubelet
 from cluster.local import LocalCluster, NodeSpec
 from cluster.scheduler import Scheduler
+from tests.conftest import wait_for
 
 NODES = [NodeSpec("node-a", cpu="4", memory="8Gi", labels=(("zone", "a"),)),
          NodeSpec("node-b", cpu="2", memory="4Gi", labels=(("zone", "b"),))]
@@ -96,16 +97,6 @@ def expect_failure(code: int, reason: str, call: Callable[..., Any], *args: Any,
 
 def rv(obj: Any) -> int:
     return int(obj.metadata.resource_version)
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def gone(read: Callable[..., Any], *args: Any) -> bool:

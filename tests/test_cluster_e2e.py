@@ -27,6 +27,7 @@ from kubernetes import client, config
 
 from cluster.local import LocalCluster
 from kubenexus.local_webhook import LocalWebhook, register
+from tests.conftest import wait_for
 from tests.contract import (
     EXPECTED,
     GATE,
@@ -406,17 +407,6 @@ def kube(cluster: LocalCluster, workdir: Any, tls: Any) -> Iterator[Kube]:
 # --- bounded polling -------------------------------------------------------------------------------------------
 
 
-def wait_for(check: Callable[[], Any], what: Callable[[], str], timeout: float = TIMEOUT) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what()}")
-        time.sleep(0.05)
-
-
 def names(objs: list[Obj]) -> list[str]:
     return [o["metadata"]["name"] for o in objs]
 
@@ -430,7 +420,7 @@ def wait_pods(kube: Kube, ns: str, count: int) -> list[Obj]:
         seen = kube.pods(ns)
         return len(seen) >= count
 
-    wait_for(enough, lambda: f"{count} pods in {ns}, saw {names(seen)}")
+    wait_for(enough, TIMEOUT, lambda: f"{count} pods in {ns}, saw {names(seen)}")
     assert len(seen) == count, f"expected {count} pods in {ns}, got {names(seen)}"
     return seen
 
@@ -448,7 +438,7 @@ def wait_running(kube: Kube, ns: str, count: int) -> list[Obj]:
         pods = kube.pods(ns)
         return len(pods) >= count and all(running(p) for p in pods)
 
-    wait_for(all_running, lambda: f"{count} running pods in {ns}, saw "
+    wait_for(all_running, TIMEOUT, lambda: f"{count} running pods in {ns}, saw "
                                   f"{[(p['metadata']['name'], p.get('status', {}).get('phase')) for p in pods]}")
     assert len(pods) == count, f"expected {count} pods in {ns}, got {names(pods)}"
     return pods
@@ -759,7 +749,7 @@ def test_leaderworkerset_each_group_is_a_gang(kube: Kube) -> None:
         return all({"leaderworkerset.sigs.k8s.io/group-index", "leaderworkerset.sigs.k8s.io/worker-index"}
                    <= set(p["metadata"]["labels"]) for p in kube.pods(ns))
 
-    wait_for(indexed, lambda: f"LWS index labels on every pod in {ns}")
+    wait_for(indexed, TIMEOUT, lambda: f"LWS index labels on every pod in {ns}")
     for pod in kube.pods(ns):  # and the gang labels are unchanged by it
         assert_gang(pod, obj, f"vllm-{_lws_group(pod, 'vllm')}-{pod['metadata']['labels'][LWS_REVISION]}", size)
 

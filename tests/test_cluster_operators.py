@@ -26,6 +26,7 @@ from cluster.operators.base import Operator
 from cluster.operators.ray import group_size
 from cluster.operators.spark import executor_count, resources
 from cluster.scheduler import Scheduler
+from tests.conftest import wait_for
 
 Obj = dict[str, Any]
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -80,17 +81,6 @@ class Env:
 
 def hold(ns: str) -> Obj:
     return {f"{HOLD}-{ns}"[-63:]: "yes"}
-
-
-def wait_for(check: Callable[[], Any], timeout: float = 10.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    value = None
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what or check}: last value {value!r}")
 
 
 def stays(check: Callable[[], Any], seconds: float = 0.6) -> None:
