@@ -44,7 +44,3 @@ def adapter_for(api_version: str, kind: str) -> WorkloadAdapter | None:
     """The adapter for a root kind; versioned entries (MPIJob v1 vs v2beta1) win."""
     group, version = split_api_version(api_version)
     return _BY_KIND.get((group, kind, version)) or _BY_KIND.get((group, kind, None))
-
-
-def is_root_kind(group: str, kind: str) -> bool:
-    return any(k[0] == group and k[1] == kind for k in _BY_KIND)
