@@ -42,6 +42,12 @@ class Config:
     workers: int = 2
     threads: int = 8
     log_level: str = "INFO"
+    # --- gate controller ---
+    pin_members: bool = True
+    starvation_seconds: float = 300.0
+    schedule_timeout_seconds: float = 1800.0
+    replacement_grace_seconds: float = 120.0
+    controller_port: int = 8080
 
     def is_excluded(self, namespace: str) -> bool:
         """Never touched: the system namespaces, the product's own, and the configured ones."""
@@ -124,6 +130,11 @@ _FIELDS: tuple[tuple[str, str, Callable[[Any, str], Any]], ...] = (
     ("server.workers", "workers", _positive(int)),
     ("server.threads", "threads", _positive(int)),
     ("logLevel", "log_level", _choice(("DEBUG", "INFO", "WARNING", "ERROR"))),
+    ("controller.pinMembers", "pin_members", _bool),
+    ("controller.starvationSeconds", "starvation_seconds", _positive(float)),
+    ("controller.scheduleTimeoutSeconds", "schedule_timeout_seconds", _positive(float)),
+    ("controller.replacementGraceSeconds", "replacement_grace_seconds", _positive(float)),
+    ("controller.port", "controller_port", _positive(int)),
 )
 
 

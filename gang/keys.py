@@ -10,7 +10,10 @@ GANG_SCHEDULING = PREFIX + "gang-scheduling"  # "true" | "false" on roots; label
 MIN_AVAILABLE = PREFIX + "min-available"
 GROUP_NAME = PREFIX + "group-name"
 SCHEDULE_TIMEOUT_SECONDS = PREFIX + "schedule-timeout-seconds"
-ROOT_ANNOTATIONS = (GANG_SCHEDULING, MIN_AVAILABLE, GROUP_NAME, SCHEDULE_TIMEOUT_SECONDS)
+# "true": release even when a member has constraints the gate controller cannot check exactly
+# (pod affinity, topology spread, unbound volume claims, resource claims).
+BEST_EFFORT = PREFIX + "best-effort-placement"
+ROOT_ANNOTATIONS = (GANG_SCHEDULING, MIN_AVAILABLE, GROUP_NAME, SCHEDULE_TIMEOUT_SECONDS, BEST_EFFORT)
 
 # Values of GANG_SCHEDULING on roots and of the namespace label of the same key.
 ROOT_OPT_IN = "true"
@@ -30,6 +33,11 @@ OWNER_ANNOTATION = "scheduling.kubenexus.io/owner"  # <group>/<version>/<kind>/<
 OWNER_UID_ANNOTATION = "scheduling.kubenexus.io/owner-uid"
 EXPECTED_MEMBERS_ANNOTATION = "scheduling.kubenexus.io/expected-members"
 UNRESOLVED_ANNOTATION = "scheduling.kubenexus.io/unresolved"
+
+# --- Written on member pods by the gate controller, in the PATCH that removes the gate ---
+PLANNED_NODE_ANNOTATION = "scheduling.kubenexus.io/planned-node"
+# JSON list of node names, one per expected member in annotation order: their reserved slots.
+RESERVED_NODES_ANNOTATION = "scheduling.kubenexus.io/reserved-nodes"
 
 # Everything admission may write on a pod (the mutation diff looks at these keys only).
 WRITTEN_LABELS = (POD_GROUP_LABEL, POD_GROUP_MIN_LABEL)

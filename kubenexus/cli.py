@@ -7,7 +7,7 @@ import sys
 
 from certs import generate as certs_generate
 from cluster import serve as cluster_serve
-from kubenexus import demo, explain
+from kubenexus import demo, explain, simulate
 
 
 def _webhook(args: argparse.Namespace) -> int:
@@ -24,6 +24,23 @@ def _webhook(args: argparse.Namespace) -> int:
     return 0
 
 
+def _controller(args: argparse.Namespace) -> int:
+    from controller.run import run_controller
+    from gang.config import ConfigError, load_config
+    from gang.objects import new_api_client
+    from webhook import logs
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    logs.configure(config.log_level)
+    client = new_api_client(args.kubeconfig or config.kubeconfig, pool_size=32, retries=3)
+    port = config.controller_port if args.port is None else args.port
+    return run_controller(config, client, leader_elect=args.leader_elect, identity=args.identity, port=port)
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="kubenexus", description="KubeNexus gang admission")
     commands = top.add_subparsers(dest="command", required=True)
@@ -31,11 +48,19 @@ def parser() -> argparse.ArgumentParser:
     webhook.add_argument("--config", help="configuration file (YAML); KUBENEXUS_* variables override it")
     webhook.add_argument("--bind", help="address:port to listen on (default 0.0.0.0:<server.port>)")
     webhook.set_defaults(func=_webhook)
+    controller = commands.add_parser("controller", help="run the gate controller (releases gangs that fit)")
+    controller.add_argument("--config", help="configuration file (YAML); KUBENEXUS_* variables override it")
+    controller.add_argument("--kubeconfig", help="kubeconfig (default: the configured one, in-cluster, ~/.kube)")
+    controller.add_argument("--leader-elect", action="store_true", help="campaign for a Lease; only the leader acts")
+    controller.add_argument("--identity", help="this replica's name in the Lease (default: hostname_pid)")
+    controller.add_argument("--port", type=int, help="/healthz, /readyz, /metrics port (default: controller.port)")
+    controller.set_defaults(func=_controller)
     certs = commands.add_parser("certs", help="TLS material for the webhook")
     certs_generate.add_parser(certs.add_subparsers(dest="certs_command", required=True))
     explain.add_parser(commands)
     cluster_serve.add_parser(commands)
     demo.add_parser(commands)
+    simulate.add_parser(commands)
     return top
 
 

@@ -1,8 +1,10 @@
-"""``kubenexus demo``: the whole admission flow on the embedded local cluster, as a timeline.
+"""``kubenexus demo``: gang admission and release on the embedded local cluster, as a timeline.
 
 Starts the local cluster (apiserver, scheduler, kubelet, operators), generates certificates,
-starts and registers ``kubenexus webhook``, submits two opted-in jobs and one that is not, and
-prints what happened to every pod the operators created, with the webhook's reasons.
+starts and registers ``kubenexus webhook``, starts the gate controller, and submits: a Spark
+application, two PyTorchJobs that compete for the same GPUs, one that can never fit, and a job
+that did not opt in. It prints what happens to every pod, the webhook's reasons and the
+controller's events; halfway through, the first GPU job finishes and the waiting one starts.
 """
 
 from __future__ import annotations
@@ -18,11 +20,15 @@ from kubernetes import client, config, watch
 
 from certs.generate import generate
 from cluster.local import LocalCluster, NodeSpec
+from controller.run import Controller
 from gang import keys
+from gang.config import Config
+from gang.objects import new_api_client
 from kubenexus.local_webhook import LocalWebhook, register
 
 NAMESPACE = "demo"
 WEBHOOK_IDENTITY = "system:serviceaccount:kubenexus-system:kubenexus-webhook"
+CONTROLLER_IDENTITY = "system:serviceaccount:kubenexus-system:kubenexus-controller"
 
 
 def workloads() -> list[dict[str, Any]]:
@@ -33,19 +39,32 @@ def workloads() -> list[dict[str, Any]]:
                       "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples.jar",
                       "driver": {"cores": 1, "memory": "1g"},
                       "executor": {"instances": 4, "cores": 2, "memory": "4g"}}}
-    replica = {"template": {"spec": {"containers": [{"name": "pytorch", "image": "pytorch:2.5", "resources": {
-        "limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "2", "memory": "8Gi"}}}]}}}
+    replica = _gpus(1)
     pytorch = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
                "metadata": {"name": "resnet", "annotations": {keys.GANG_SCHEDULING: "true"}},
                "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, **replica},
                                                 "Worker": {"replicas": 3, **replica}}}}
+    bert = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+             "metadata": {"name": "bert", "annotations": {keys.GANG_SCHEDULING: "true"}},
+             "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, **_gpus(2)},
+                                              "Worker": {"replicas": 3, **_gpus(2)}}}}
+    giant = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+             "metadata": {"name": "giant", "annotations": {keys.GANG_SCHEDULING: "true"}},
+             "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, **_gpus(8)},
+                                              "Worker": {"replicas": 1, **_gpus(8)}}}}
     adhoc = {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
              "metadata": {"name": "adhoc-report"},
              "spec": {"type": "Python", "mode": "cluster", "image": "spark:3.5.3",
                       "mainApplicationFile": "local:///opt/report.py",
                       "driver": {"cores": 1, "memory": "1g"}, "executor": {"instances": 1, "cores": 1,
                                                                           "memory": "2g"}}}
-    return [spark, pytorch, adhoc]
+    return [spark, pytorch, bert, giant, adhoc]
+
+
+def _gpus(count: int) -> dict[str, Any]:
+    return {"restartPolicy": "OnFailure", "template": {"spec": {"containers": [{
+        "name": "pytorch", "image": "pytorch:2.5",
+        "resources": {"limits": {"nvidia.com/gpu": str(count)}, "requests": {"cpu": "2", "memory": "8Gi"}}}]}}}
 
 
 class Timeline:
@@ -86,6 +105,27 @@ def _watch_pods(core: Any, timeline: Timeline, stop: threading.Event, seen: dict
             stream.stop()
 
 
+def _watch_events(core: Any, timeline: Timeline, stop: threading.Event) -> None:
+    """The controller's events on the jobs (the same also go to up to 20 gated members)."""
+    stream = watch.Watch()
+    for event in stream.stream(core.list_namespaced_event, NAMESPACE, timeout_seconds=120):
+        obj = event["object"]
+        if event["type"] == "ADDED" and obj.involved_object.kind != "Pod":
+            timeline.say(f"  controller: {obj.reason} on {obj.involved_object.kind} {obj.involved_object.name}: "
+                         f"{obj.message}")
+        if stop.is_set():
+            stream.stop()
+
+
+def _finish(core: Any, job: str, timeline: Timeline) -> None:
+    """The job's pods complete (the local kubelet runs pods until told otherwise)."""
+    done = {"status": {"phase": "Succeeded"}}
+    pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"training.kubeflow.org/job-name={job}").items
+    for pod in pods:
+        core.patch_namespaced_pod_status(pod.metadata.name, NAMESPACE, done)
+    timeline.say(f"PyTorchJob {job} finished: its {len(pods)} pods Succeeded, their GPUs are free")
+
+
 def _decisions(log_path: Path, offset: int, timeline: Timeline) -> int:
     with open(log_path, encoding="utf-8") as handle:
         handle.seek(offset)
@@ -114,17 +154,21 @@ def run(args: argparse.Namespace) -> int:
                        extra_ips=["127.0.0.1"])
         # Debug level: the demo shows the decision for every pod, including those left alone.
         webhook = LocalWebhook(workdir, tls, cluster.add_user(WEBHOOK_IDENTITY), {"logLevel": "DEBUG"})
+        gate_controller = None
         try:
             webhook.wait_ready()
             kube = config.new_client_from_config(cluster.kubeconfig)
             register(client.AdmissionregistrationV1Api(kube), webhook)
             timeline.say(f"kubenexus webhook serving at {webhook.url}, registered for pod CREATE/UPDATE")
+            gate_controller = Controller(new_api_client(cluster.add_user(CONTROLLER_IDENTITY), 32, 3), Config()).start()
+            timeline.say("gate controller started: watches pods and nodes, releases a gang when all of it fits")
             core = client.CoreV1Api(kube)
             core.create_namespace({"metadata": {"name": NAMESPACE}})
             seen: dict[str, str] = {}
             stop = threading.Event()
             watcher = threading.Thread(target=_watch_pods, args=(core, timeline, stop, seen), daemon=True)
             watcher.start()
+            threading.Thread(target=_watch_events, args=(core, timeline, stop), daemon=True).start()
             custom = client.CustomObjectsApi(kube)
             for obj in workloads():
                 group, version = obj["apiVersion"].split("/")
@@ -133,9 +177,13 @@ def run(args: argparse.Namespace) -> int:
                 opted = keys.GANG_SCHEDULING in obj["metadata"].get("annotations", {})
                 timeline.say(f"submitted {obj['kind']} {obj['metadata']['name']}"
                              + (" (kubenexus.io/gang-scheduling: \"true\")" if opted else " (no opt-in)"))
-            offset, deadline = 0, time.monotonic() + args.seconds
-            while time.monotonic() < deadline:
+            offset, start = 0, time.monotonic()
+            finished = False
+            while time.monotonic() < start + args.seconds:
                 offset = _decisions(webhook.log_path, offset, timeline)
+                if not finished and time.monotonic() > start + args.seconds / 2:
+                    _finish(core, "resnet", timeline)
+                    finished = True
                 time.sleep(0.2)
             stop.set()
             _decisions(webhook.log_path, offset, timeline)
@@ -144,14 +192,18 @@ def run(args: argparse.Namespace) -> int:
             running = [p.metadata.name for p in pods if p.status.phase == "Running"]
             print()
             print(f"{len(pods)} pods: {len(gated)} held by the gang gate, {len(running)} running.")
-            print("Gated pods wait for the KubeNexus gate controller, which releases a gang only when all of it "
-                  "fits; the pods of the job that did not opt in were scheduled as usual.")
+            print("Each gang started whole or not at all: bert waited for resnet's GPUs and started when they were "
+                  "free; giant can never fit (no node has 8 GPUs) and blocks no one; the job that did not opt in "
+                  "was scheduled as usual. Ask why a gang waits with `kubenexus simulate` on a snapshot, or read "
+                  "the events above with `kubectl describe`.")
         finally:
+            if gate_controller is not None:
+                gate_controller.stop()
             webhook.stop()
     return 0
 
 
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser("demo", help="show gang admission on the embedded local cluster")
-    parser.add_argument("--seconds", type=float, default=12.0, help="how long to let the operators work")
+    parser.add_argument("--seconds", type=float, default=16.0, help="how long to let the operators work")
     parser.set_defaults(func=run)

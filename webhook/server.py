@@ -15,26 +15,14 @@ from collections.abc import Callable
 from typing import Any
 
 from gang.config import Config
-from gang.objects import ApiSource, CachedSource, LookupFailed
+from gang.objects import ApiSource, CachedSource, LookupFailed, new_api_client
 
 READY_CACHE_SECONDS = 5.0
 
 
 def api_client(config: Config) -> Any:
-    """An ApiClient from the configured kubeconfig, in-cluster config, or the default kubeconfig."""
-    from kubernetes import client
-    from kubernetes import config as kube_config
-
-    configuration = client.Configuration()
-    if config.kubeconfig:
-        kube_config.load_kube_config(config_file=config.kubeconfig, client_configuration=configuration)
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        kube_config.load_incluster_config(client_configuration=configuration)
-    else:
-        kube_config.load_kube_config(client_configuration=configuration)
-    configuration.retries = 1  # one retry on a dropped connection; admission latency stays bounded
-    configuration.connection_pool_maxsize = max(config.threads, 4)
-    return client.ApiClient(configuration)
+    """The webhook's ApiClient: one retry on a dropped connection, so admission latency stays bounded."""
+    return new_api_client(config.kubeconfig, pool_size=max(config.threads, 4), retries=1)
 
 
 def cert_paths(config: Config) -> tuple[str, str]:

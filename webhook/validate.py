@@ -122,6 +122,9 @@ def check_root(obj: Obj, old: Obj | None, api_version: str, kind: str) -> str | 
     value = annotations.get(keys.SCHEDULE_TIMEOUT_SECONDS)
     if value is not None and not _positive_int(value):
         return f"{where}[{keys.SCHEDULE_TIMEOUT_SECONDS}]: {value!r} is not a positive integer"
+    value = annotations.get(keys.BEST_EFFORT)
+    if value is not None and value not in ("true", "false"):
+        return f'{where}[{keys.BEST_EFFORT}]: {value!r} must be "true" or "false"'
     return None
 
 

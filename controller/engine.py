@@ -1,0 +1,453 @@
+"""The decision loop: which gangs to release now, onto which nodes, and why the others wait.
+
+One pass (``Engine.cycle``) looks at every gang in a fixed order and decides against the state
+as updated by the decisions before it, so two gangs eligible at the same instant are never
+promised the same capacity. The order of work in a pass:
+
+1. Releases already under way (a crash or a lost leadership can leave a gang half released):
+   their remaining first-stage members go first, since a release is never rolled back.
+2. Gangs that run: late members go into the slots reserved for them, replacements into the
+   room their failed predecessor left, extra members wherever they fit.
+3. Waiting gangs by priority, then age, then name: release when the whole gang (present
+   members and the expected later ones) has a witness plan. A gang that has waited past the
+   starvation threshold gets a shadow plan over capacity that will free up; lower-ranked gangs
+   may then only use what that plan leaves.
+
+The engine never talks to the API: the controller (``controller.run``) and ``kubenexus simulate``
+feed it the same state, so what simulate prints is what the controller does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from controller.capacity import add, subtract
+from controller.members import Expected, GangKey, PodView
+from controller.planner import Member, NodeFree, check_placement, never_fits, plan
+from controller.predicates import feasible_nodes
+from controller.state import ClusterState
+from gang import keys
+from gang.config import Config
+from gang.quantity import format_quantity
+from gang.resources import Resources
+
+RELEASE = "release"
+WAIT = "wait"
+NEVER_FITS = "never-fits"
+NOT_CERTIFIABLE = "not-certifiable"
+RUNNING = "running"
+
+# Root annotations the engine reads: (schedule timeout, best effort); see ``RootLookup``.
+RootLookup = Callable[[PodView], Mapping[str, str]]
+
+
+@dataclass(frozen=True)
+class Release:
+    """Remove the gate of ``pod``; pin it to ``node`` unless empty; record ``reserved_nodes`` for its slots."""
+
+    pod: PodView
+    node: str
+    reserved_nodes: tuple[str, ...] = ()
+
+
+@dataclass
+class GangDecision:
+    key: GangKey
+    owner: str
+    decision: str
+    reason: str
+    plan: dict[str, str] = field(default_factory=dict)
+    released: list[str] = field(default_factory=list)
+    waited: float = 0.0
+    timed_out: bool = False
+    present: int = 0
+    size: int = 0
+    cause: str = ""  # why a waiting gang waits: "members", "capacity" or "pinning"
+
+    @property
+    def name(self) -> str:
+        return self.key[1]
+
+
+@dataclass
+class Cycle:
+    gangs: list[GangDecision]
+    releases: list[Release]
+
+
+@dataclass
+class _Gang:
+    """A gang as one pass sees it."""
+
+    key: GangKey
+    members: list[PodView]
+    expected: tuple[Expected, ...]
+    min_available: int
+    priority: int
+    oldest: float
+    owner: str
+    sample: PodView
+
+    @property
+    def live(self) -> list[PodView]:
+        return [p for p in self.members if p.live]
+
+    def late(self, pod: PodView) -> bool:
+        """A member created after the first stage: it does not announce the expected members."""
+        return bool(self.expected) and not pod.expected_text
+
+    @property
+    def needed(self) -> int:
+        return max(self.min_available - len(self.expected), 1)
+
+
+def _gang(key: GangKey, members: list[PodView]) -> _Gang:
+    announcing = [p for p in members if p.expected_text]
+    expected = max((p.expected for p in announcing), key=len, default=())
+    live = [p for p in members if p.live] or members
+    return _Gang(
+        key=key,
+        members=members,
+        expected=expected,
+        min_available=max((p.min_available for p in members), default=0) or len(live),
+        priority=max(p.priority for p in live),
+        oldest=min(p.created for p in live),
+        owner=next((p.owner for p in members if p.owner), ""),
+        sample=min(live, key=lambda p: (p.created, p.name)),
+    )
+
+
+def _fmt(resources: Mapping[str, Decimal]) -> str:
+    return ", ".join(f"{format_quantity(v, r)} {r}" for r, v in sorted(resources.items()) if v > 0)
+
+
+class Engine:
+    """Decides releases; owns the caches that make a pass cheap when little changed."""
+
+    def __init__(self, state: ClusterState, config: Config, roots: RootLookup | None = None) -> None:
+        self.state = state
+        self.config = config
+        self.roots = roots or (lambda pod: {})
+        self._feasible: dict[str, frozenset[str]] = {}
+        self._feasible_version = -1
+        self._never: dict[tuple, str | None] = {}
+        self._slots: dict[GangKey, tuple[str, ...]] = {}  # reserved nodes decided in memory
+        self._shadows: dict[GangKey, dict[str, str]] = {}
+
+    # --- static feasibility, cached per placement shape ----------------------------------------
+
+    def feasible(self, key: str, spec: Mapping, usage: Mapping[str, Decimal]) -> frozenset[str]:
+        if self._feasible_version != self.state.shape_version:
+            self._feasible.clear()
+            self._feasible_version = self.state.shape_version
+        nodes = self._feasible.get(key)
+        if nodes is None:
+            requests = {r: v for r, v in usage.items() if r != "pods"}
+            names, _ = feasible_nodes(spec, [n.obj for n in self.state.nodes.values()], requests)
+            nodes = self._feasible[key] = frozenset(names)
+        return nodes
+
+    def _member(self, pod: PodView) -> Member:
+        return Member(pod.name, pod.usage, self.feasible(pod.key, pod.spec or {}, pod.usage), pod.ports)
+
+    def _expected_members(self, gang: _Gang) -> list[Member]:
+        return [Member(f"{e.role} (expected #{i + 1})", e.usage, self.feasible(e.key, e.spec, e.usage))
+                for i, e in enumerate(gang.expected)]
+
+    # --- reservations that are not pods: slots for expected members, vacancies --------------------
+
+    def _slot_nodes(self, gang: _Gang) -> tuple[str, ...]:
+        if gang.key in self._slots:
+            return self._slots[gang.key]
+        return next((p.reserved_nodes for p in gang.members if p.reserved_nodes), ())
+
+    def open_slots(self, gang: _Gang) -> list[tuple[str, Expected]]:
+        """Reserved slots of expected members that no released late member has taken yet."""
+        if not gang.expected or not any(p.live and not gang.late(p) for p in gang.members):
+            return []
+        slots = list(zip(self._slot_nodes(gang), gang.expected, strict=False))
+        for pod in gang.members:
+            if gang.late(pod) and not (pod.gated and pod.uid not in self.state.pending):
+                where = pod.node or pod.planned_node or self.state.pending.get(pod.uid, "")
+                index = next((i for i, (node, _) in enumerate(slots) if node == where), 0 if slots else None)
+                if index is not None:
+                    slots.pop(index)
+        return slots
+
+    def _held(self, gangs: Sequence[_Gang], now: float) -> dict[GangKey, dict[str, Resources]]:
+        """Per gang, per node: room held for it (open slots and vacancies) that others must not use."""
+        held: dict[GangKey, dict[str, Resources]] = {}
+        for gang in gangs:
+            per_node: dict[str, Resources] = {}
+            for node, slot in self.open_slots(gang):
+                per_node[node] = add(per_node.get(node, {}), slot.usage)
+            for vacancy in self.state.live_vacancies(gang.key, now):
+                per_node[vacancy.node] = add(per_node.get(vacancy.node, {}), vacancy.usage)
+            if per_node:
+                held[gang.key] = per_node
+        return held
+
+    # --- capacity as one gang sees it --------------------------------------------------------------
+
+    def _nodes(self, members: Sequence[Member], gang: _Gang, held: Mapping[GangKey, Mapping[str, Resources]],
+               limits: Mapping[str, Resources] | None, own_room: bool = False) -> list[NodeFree]:
+        names = sorted(set().union(*(m.nodes for m in members))) if members else []
+        own = set(self.state.gangs.get(gang.key, ()))
+        result = []
+        for name in names:
+            free = dict(self.state.free(name))
+            for uid, priority, usage in self.state.nominated(name):
+                if priority >= gang.priority and uid not in own:
+                    free = subtract(free, usage)
+            for key, per_node in held.items():
+                if name in per_node and (key != gang.key or not own_room):
+                    free = subtract(free, per_node[name])
+            if limits is not None and name in limits:
+                free = {r: min(v, limits[name].get(r, v)) for r, v in free.items()}
+            result.append(NodeFree(name, free, self.state.used_ports(name)))
+        return result
+
+    def _future(self, names: Sequence[str], claims: Mapping[str, Resources],
+                held: Mapping[GangKey, Mapping[str, Resources]]) -> dict[str, Resources]:
+        """Capacity that will be there once running workloads finish, minus what is promised already."""
+        future = {}
+        for name in names:
+            node = self.state.nodes.get(name)
+            if node is None:
+                continue
+            room = subtract(subtract(node.allocatable, self.state.permanent(name)), self.state.unbound(name))
+            for per_node in held.values():
+                if name in per_node:
+                    room = subtract(room, per_node[name])
+            future[name] = subtract(room, claims.get(name, {}))
+        return future
+
+    # --- one pass ---------------------------------------------------------------------------------
+
+    def cycle(self, now: float) -> Cycle:
+        gangs = [_gang(key, self.state.members(key)) for key in list(self.state.gangs)]
+        gangs = [g for g in gangs if g.members]
+        for key in [k for k in self._slots if k not in self.state.gangs]:
+            del self._slots[key]
+        held = self._held(gangs, now)
+        decisions: list[GangDecision] = []
+        releases: list[Release] = []
+        released = [g for g in gangs if self._started(g)]
+        waiting = sorted((g for g in gangs if not self._started(g)),
+                         key=lambda g: (-g.priority, g.oldest, g.key[0], g.key[1]))
+        for gang in released:
+            decisions.append(self._running(gang, held, now, releases))
+        claims: dict[str, Resources] = {}
+        for gang in waiting:
+            decision = self._waiting(gang, held, claims, now, releases)
+            decisions.append(decision)
+        for key in [k for k in self._shadows if k not in {g.key for g in waiting}]:
+            del self._shadows[key]
+        return Cycle(decisions, releases)
+
+    def _started(self, gang: _Gang) -> bool:
+        return gang.key in self._slots or any(
+            not p.gated or p.uid in self.state.pending for p in gang.members if p.live or p.node)
+
+    def _release(self, pod: PodView, node: str, releases: list[Release], reserved: tuple[str, ...] = ()) -> None:
+        self.state.reserve(pod, node)
+        releases.append(Release(pod, node if self.config.pin_members else "", reserved))
+
+    def _base(self, gang: _Gang, now: float, decision: str, reason: str) -> GangDecision:
+        live = gang.live
+        return GangDecision(gang.key, gang.owner, decision, reason, waited=max(now - gang.oldest, 0.0),
+                            present=len(live), size=gang.min_available)
+
+    def _running(self, gang: _Gang, held: dict[GangKey, dict[str, Resources]], now: float,
+                 releases: list[Release]) -> GangDecision:
+        """Finish a release under way, then late members into their slots, then the rest one by one."""
+        result = self._base(gang, now, RUNNING, "released")
+        gated = [p for p in gang.members if p.live and p.gated and p.uid not in self.state.pending]
+        first = [p for p in gated if not gang.late(p)]
+        started = [p for p in gang.live if not gang.late(p) and (not p.gated or p.uid in self.state.pending)]
+        missing = max(gang.needed - len(started), 0)
+        if first and missing:
+            finishing = sorted(first, key=lambda p: (p.created, p.name))[:missing]
+            members = [self._member(p) for p in finishing]
+            found = plan(members, self._nodes(members, gang, held, None))
+            for pod in finishing:
+                node = found.placement[pod.name] if found.placement else ""
+                self._release(pod, node, releases)
+                result.released.append(pod.name)
+                result.plan[pod.name] = node
+            result.decision = RELEASE
+            result.reason = ("completing a release started earlier" +
+                             ("" if found.fits else f" without a plan ({found.shortfall})"))
+            first = [p for p in first if p not in finishing]
+        slots = self.open_slots(gang)
+        for pod in sorted(gated, key=lambda p: (p.created, p.name)):
+            if pod.name in result.plan:
+                continue
+            node = self._into_room(pod, gang, slots, held, now) if gang.late(pod) else ""
+            if not node:
+                node = self._into_vacancy(pod, gang, held, now)
+            if not node:
+                member = self._member(pod)
+                found = plan([member], self._nodes([member], gang, held, None))
+                node = found.placement[pod.name] if found.placement else ""
+            if node:
+                self._release(pod, node, releases)
+                result.released.append(pod.name)
+                result.plan[pod.name] = node
+                result.decision = RELEASE
+                result.reason = "member(s) of a running gang released into room held for them or free"
+        return result
+
+    def _into_room(self, pod: PodView, gang: _Gang, slots: list[tuple[str, Expected]],
+                   held: dict[GangKey, dict[str, Resources]], now: float) -> str:
+        """The node of an open slot this late member fits (its own slot's room counts as free)."""
+        member = self._member(pod)
+        for index, (node, slot) in enumerate(slots):
+            if node not in member.nodes:
+                continue
+            free = add(self._nodes([Member(pod.name, pod.usage, frozenset({node}))], gang, held, None)[0].free,
+                       slot.usage)
+            if check_placement([member], [NodeFree(node, free, self.state.used_ports(node))], {pod.name: node}):
+                continue
+            slots.pop(index)
+            per_node = held.get(gang.key, {})
+            if node in per_node:
+                per_node[node] = subtract(per_node[node], slot.usage)
+            return node
+        return ""
+
+    def _into_vacancy(self, pod: PodView, gang: _Gang, held: dict[GangKey, dict[str, Resources]], now: float) -> str:
+        """A replacement takes the room its failed or deleted predecessor left."""
+        vacancies = self.state.live_vacancies(gang.key, now)
+        member = self._member(pod)
+        for vacancy in vacancies:
+            if vacancy.node not in member.nodes:
+                continue
+            base = self._nodes([Member(pod.name, pod.usage, frozenset({vacancy.node}))], gang, held, None)[0]
+            free = add(base.free, vacancy.usage)
+            if check_placement([member], [NodeFree(vacancy.node, free, base.used_ports)], {pod.name: vacancy.node}):
+                continue
+            vacancies.remove(vacancy)
+            self.state.vacancies[gang.key] = vacancies
+            per_node = held.get(gang.key, {})
+            if vacancy.node in per_node:
+                per_node[vacancy.node] = subtract(per_node[vacancy.node], vacancy.usage)
+            return vacancy.node
+        return ""
+
+    def _waiting(self, gang: _Gang, held: dict[GangKey, dict[str, Resources]], claims: dict[str, Resources],
+                 now: float, releases: list[Release]) -> GangDecision:
+        live = sorted(gang.live, key=lambda p: (p.created, p.name))
+        expected_note = f" ({len(gang.expected)} more expected later)" if gang.expected else ""
+        root = self.roots(gang.sample)
+        timeout = _seconds(root.get(keys.SCHEDULE_TIMEOUT_SECONDS)) or self.config.schedule_timeout_seconds
+        result = self._base(gang, now, WAIT, "")
+        result.timed_out = result.waited > timeout
+        if len(live) < gang.needed:
+            result.cause = "members"
+            result.reason = f"{len(live)}/{gang.needed} members present{expected_note}"
+            return result
+        reasons = sorted({p.uncertifiable for p in live if p.uncertifiable} |
+                         {e.uncertifiable for e in gang.expected if e.uncertifiable})
+        best_effort = root.get(keys.BEST_EFFORT) == "true"
+        if reasons and not best_effort:
+            result.decision = NOT_CERTIFIABLE
+            result.reason = (f"members have constraints the controller cannot check exactly: {'; '.join(reasons)}; "
+                             f"set {keys.BEST_EFFORT}=true on the root to release on a best-effort plan")
+            return result
+        if not self.config.pin_members and len({(p.key, tuple(sorted(p.usage.items()))) for p in live} |
+                                               {(e.key, tuple(sorted(e.usage.items()))) for e in gang.expected}) > 1:
+            result.cause = "pinning"
+            result.reason = ("members differ and controller.pinMembers is false: only gangs of identical members "
+                             "are released unpinned, since the scheduler may place a mixed gang differently")
+            return result
+        chosen = live if len(live) == gang.needed else live[:gang.needed]
+        candidates = [live, chosen] if len(live) > gang.needed else [live]
+        expected = self._expected_members(gang)
+        limits = self._limits(gang, held, claims) if claims else None
+        found = None
+        for group in candidates:
+            members = [self._member(p) for p in group] + expected
+            found = plan(members, self._nodes(members, gang, held, limits))
+            if found.fits:
+                chosen = group
+                break
+        assert found is not None
+        if found.fits:
+            reserved = tuple(found.placement[m.name] for m in expected)
+            if reserved:
+                self._slots[gang.key] = reserved
+                per_node = held.setdefault(gang.key, {})
+                for member, node in zip(gang.expected, reserved, strict=True):
+                    per_node[node] = add(per_node.get(node, {}), member.usage)
+            for pod in chosen:
+                self._release(pod, found.placement[pod.name], releases, reserved)
+            result.decision = RELEASE
+            result.plan = dict(found.placement)
+            result.released = [p.name for p in chosen]
+            nodes = len(set(found.placement.values()))
+            result.reason = f"all {len(found.placement)} members fit on {nodes} node(s){expected_note}"
+            return result
+        members = [self._member(p) for p in chosen] + expected
+        never = self._never_fits(gang, members)
+        if never:
+            result.decision = NEVER_FITS
+            result.reason = never
+            return result
+        result.cause = "capacity"
+        result.reason = found.shortfall
+        if result.waited >= self.config.starvation_seconds:
+            shadow = self._shadow(gang, members, claims, held)
+            result.reason += (f"; waiting longer than {self.config.starvation_seconds:g}s: capacity is held for it "
+                              f"on {len(set(shadow.values()))} node(s) as it frees up" if shadow else
+                              "; starving, but no shadow plan exists over capacity that will free up")
+        return result
+
+    def _limits(self, gang: _Gang, held: Mapping[GangKey, Mapping[str, Resources]],
+                claims: Mapping[str, Resources]) -> dict[str, Resources]:
+        """What a lower-ranked gang may use on nodes where a starving gang's shadow plan holds room."""
+        return self._future(list(claims), claims, {k: v for k, v in held.items() if k != gang.key})
+
+    def _shadow(self, gang: _Gang, members: list[Member], claims: dict[str, Resources],
+                held: Mapping[GangKey, Mapping[str, Resources]]) -> dict[str, str]:
+        names = sorted(set().union(*(m.nodes for m in members)))
+        future = self._future(names, claims, held)
+        nodes = [NodeFree(n, future[n], self.state.permanent_ports(n)) for n in names if n in future]
+        previous = self._shadows.get(gang.key)
+        if previous and set(previous) == {m.name for m in members} and not check_placement(members, nodes, previous):
+            placement = previous
+        else:
+            found = plan(members, nodes)
+            placement = found.placement or {}
+        if placement:
+            self._shadows[gang.key] = placement
+            by_name = {m.name: m for m in members}
+            for name, node in placement.items():
+                claims[node] = add(claims.get(node, {}), by_name[name].requests)
+        return placement
+
+    def _never_fits(self, gang: _Gang, members: list[Member]) -> str | None:
+        """Cached per gang shape and node shape: a proof that it cannot fit even on an otherwise empty cluster."""
+        homeless = [m.name for m in members if not m.nodes]
+        if homeless:
+            return (f"{homeless[0]} has no schedulable node that matches its node selector, affinity and tolerations "
+                    "and offers every resource it requests")
+        signature = (gang.key, self.state.shape_version, tuple((m.name, m.nodes) for m in members))
+        if signature not in self._never:
+            if len(self._never) > 10_000:
+                self._never.clear()
+            names = sorted(set().union(*(m.nodes for m in members)))
+            nodes = [NodeFree(n, subtract(self.state.nodes[n].allocatable, self.state.permanent(n)),
+                              self.state.permanent_ports(n)) for n in names if n in self.state.nodes]
+            self._never[signature] = never_fits(members, nodes)
+        return self._never[signature]
+
+
+def _seconds(value: str | None) -> float:
+    try:
+        number = float(value) if value else 0.0
+    except ValueError:
+        return 0.0
+    return number if number > 0 else 0.0

@@ -1,0 +1,222 @@
+"""Slim, parsed views of pods and nodes: what the gate controller keeps of each API object.
+
+The controller holds every pod of the cluster (100,000 is a normal size), so it keeps only the
+fields its decisions read, parsed once per watch event: effective requests, host ports, the gang
+key and the release bookkeeping annotations. Placement constraints (selector, affinity,
+tolerations) are kept only while a pod is gated, because only gated pods are planned.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from controller.capacity import allocatable, is_terminal, requests_of, with_pod_slot
+from controller.predicates import HostPort, certifiability, host_ports
+from gang import keys
+from gang.resources import Resources
+
+Obj = Mapping[str, Any]
+
+# (namespace, group name, owner uid): the owner uid keeps two roots that share a group name apart.
+GangKey = tuple[str, str, str]
+
+# Pods that stay on their node whatever happens to workloads: DaemonSet pods and static (mirror) pods.
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+_PERMANENT_OWNERS = ("DaemonSet", "Node")
+# The parts of a pod spec the static predicates and the certifiability check read.
+_PLACEMENT_FIELDS = ("nodeSelector", "affinity", "tolerations")
+_CERTIFIABILITY_FIELDS = ("topologySpreadConstraints", "resourceClaims", "volumes")
+
+
+def parse_time(text: str | None) -> float:
+    """RFC 3339 timestamp → epoch seconds (0 when absent or malformed: oldest first is the safe side)."""
+    if not text:
+        return 0.0
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def placement_key(spec: Obj, requests: Mapping[str, Decimal]) -> str:
+    """Everything static feasibility depends on, as a cache key: identical members share it."""
+    shown = {field: spec.get(field) for field in _PLACEMENT_FIELDS if spec.get(field)}
+    shown["resources"] = sorted(name for name, value in requests.items() if value > 0)
+    return json.dumps(shown, sort_keys=True, default=str)
+
+
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """One expected later member (an entry of the expected-members annotation, expanded to count 1)."""
+
+    role: str
+    usage: Resources  # requests plus the pod slot
+    spec: Obj  # nodeSelector / tolerations / affinity, the shape of a pod spec
+    key: str  # placement_key
+    uncertifiable: str | None
+
+
+def parse_expected(text: str | None, group: str) -> tuple[Expected, ...]:
+    """The expected-members annotation, one entry per member; malformed text means none.
+
+    The webhook wrote it, so malformed text only comes from a hand edit; the gang then waits
+    for its members to exist instead of reserving room for them.
+    """
+    if not text:
+        return ()
+    try:
+        entries = json.loads(text)
+        expanded: list[Expected] = []
+        for entry in entries:
+            spec = {
+                "nodeSelector": entry.get("nodeSelector") or {},
+                "tolerations": entry.get("tolerations") or [],
+                "affinity": entry.get("affinity") or {},
+            }
+            requests = requests_of({"requests": entry.get("requests") or {}})
+            member = Expected(
+                role=str(entry.get("role") or "member"),
+                usage=with_pod_slot(requests),
+                spec=spec,
+                key=placement_key(spec, requests),
+                uncertifiable=certifiability(spec, labels={keys.POD_GROUP_LABEL: group}),
+            )
+            expanded.extend([member] * int(entry.get("count") or 0))
+        return tuple(expanded)
+    except (TypeError, ValueError, AttributeError, ArithmeticError):
+        return ()
+
+
+def _int(text: Any) -> int:
+    try:
+        return int(text or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _node_list(text: str | None) -> tuple[str, ...]:
+    try:
+        nodes = json.loads(text) if text else []
+        return tuple(str(n) for n in nodes) if isinstance(nodes, list) else ()
+    except ValueError:
+        return ()
+
+
+@dataclass(slots=True)
+class PodView:
+    """What the controller knows about one pod."""
+
+    uid: str
+    namespace: str
+    name: str
+    node: str  # spec.nodeName, "" while unbound
+    terminal: bool
+    failed: bool
+    deleting: bool
+    gates: tuple[str, ...]
+    gang: GangKey | None
+    min_available: int
+    expected: tuple[Expected, ...]
+    expected_text: str  # the raw annotation: first-stage members carry it, late members do not
+    planned_node: str
+    reserved_nodes: tuple[str, ...]
+    unresolved: bool
+    priority: int
+    created: float
+    usage: Resources
+    ports: frozenset[HostPort]
+    nominated: str
+    permanent: bool
+    owner: str
+    spec: Obj | None  # placement fields, only while gated by us
+    key: str
+    uncertifiable: str | None
+
+    @property
+    def gated(self) -> bool:
+        return keys.GANG_GATE in self.gates
+
+    @property
+    def live(self) -> bool:
+        """Counts toward min-available: neither finished nor on its way out."""
+        return not self.terminal and not self.deleting
+
+
+def pod_view(pod: Obj) -> PodView:
+    """Parse one pod object (a dict as the API returns it)."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    gates = tuple(str(g.get("name")) for g in spec.get("schedulingGates") or [] if isinstance(g, dict))
+    group = labels.get(keys.POD_GROUP_LABEL) or ""
+    owner_uid = annotations.get(keys.OWNER_UID_ANNOTATION) or ""
+    namespace = meta.get("namespace") or ""
+    gang = (namespace, group, owner_uid) if group else None
+    requests = requests_of(spec)
+    gated = keys.GANG_GATE in gates
+    kept = {field: spec[field] for field in _PLACEMENT_FIELDS + _CERTIFIABILITY_FIELDS if spec.get(field)}
+    owners = meta.get("ownerReferences") or []
+    expected_text = annotations.get(keys.EXPECTED_MEMBERS_ANNOTATION) or ""
+    return PodView(
+        uid=str(meta.get("uid") or f"{namespace}/{meta.get('name')}"),
+        namespace=namespace,
+        name=str(meta.get("name") or ""),
+        node=str(spec.get("nodeName") or ""),
+        terminal=is_terminal(pod),
+        failed=status.get("phase") == "Failed",
+        deleting=bool(meta.get("deletionTimestamp")),
+        gates=gates,
+        gang=gang,
+        min_available=_int(labels.get(keys.POD_GROUP_MIN_LABEL)),
+        expected=parse_expected(expected_text, group) if gang else (),
+        expected_text=expected_text,
+        planned_node=str(annotations.get(keys.PLANNED_NODE_ANNOTATION) or ""),
+        reserved_nodes=_node_list(annotations.get(keys.RESERVED_NODES_ANNOTATION)),
+        unresolved=keys.UNRESOLVED_ANNOTATION in annotations,
+        priority=_int(spec.get("priority")),
+        created=parse_time(meta.get("creationTimestamp")),
+        usage=with_pod_slot(requests),
+        ports=host_ports(spec),
+        nominated=str(status.get("nominatedNodeName") or ""),
+        permanent=MIRROR_ANNOTATION in annotations or any(o.get("kind") in _PERMANENT_OWNERS for o in owners),
+        owner=str(annotations.get(keys.OWNER_ANNOTATION) or ""),
+        spec=kept if gated else None,
+        key=placement_key(spec, requests) if gated else "",
+        uncertifiable=(certifiability(spec, labels={keys.POD_GROUP_LABEL: group} if group else labels,
+                                      pod_name=meta.get("name"))
+                       if gated else None),
+    )
+
+
+@dataclass(slots=True)
+class NodeView:
+    """A node as the static predicates see it (a slim copy of the object) and its allocatable."""
+
+    name: str
+    obj: Obj
+    allocatable: Resources
+    shape: str  # changes exactly when static feasibility may change
+
+
+def node_view(node: Obj) -> NodeView:
+    meta = node.get("metadata") or {}
+    spec = node.get("spec") or {}
+    status = node.get("status") or {}
+    ready = [c for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+    slim = {
+        "metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}},
+        "spec": {"taints": spec.get("taints") or [], "unschedulable": bool(spec.get("unschedulable"))},
+        "status": {"conditions": [{"type": "Ready", "status": c.get("status")} for c in ready],
+                   "allocatable": status.get("allocatable") or {}},
+    }
+    alloc = allocatable(node)
+    shape = json.dumps([slim["metadata"], slim["spec"], slim["status"]["conditions"],
+                        sorted(name for name, value in alloc.items() if value > 0)], sort_keys=True)
+    return NodeView(name=str(meta.get("name") or ""), obj=slim, allocatable=alloc, shape=shape)

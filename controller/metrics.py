@@ -1,0 +1,67 @@
+"""Prometheus metrics of the gate controller.
+
+They live in a registry of their own (not the process-wide default), so that every controller
+built in one process, as tests do, counts apart and exposes only its own series. The gang
+states are pre-set to zero, so a dashboard sees every state from the first scrape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+GANG_STATES = ("waiting", "releasing", "running", "never_fits", "not_certifiable")
+
+
+@dataclass(frozen=True)
+class Metrics:
+    registry: CollectorRegistry
+    gangs: Gauge  # {state}
+    gang_wait_seconds: Histogram
+    release_latency_seconds: Histogram
+    patch_errors: Counter  # {reason}: keep reasons a small fixed set (the API Status reason)
+    decision_seconds: Histogram
+    gang_timeouts: Counter
+    is_leader: Gauge
+    events_dropped: Counter
+
+    def set_gang_counts(self, counts: Mapping[str, int]) -> None:
+        """Set every state's gauge at once: states missing from ``counts`` are zero, unknown ones an error."""
+        unknown = set(counts) - set(GANG_STATES)
+        if unknown:
+            raise ValueError(f"unknown gang states: {sorted(unknown)}")
+        for state in GANG_STATES:
+            self.gangs.labels(state).set(counts.get(state, 0))
+
+
+def new_metrics() -> Metrics:
+    registry = CollectorRegistry()
+    gangs = Gauge("kubenexus_controller_gangs", "Gangs known to the controller, by state", ["state"],
+                  registry=registry)
+    for state in GANG_STATES:
+        gangs.labels(state)
+    return Metrics(
+        registry=registry,
+        gangs=gangs,
+        gang_wait_seconds=Histogram(
+            "kubenexus_controller_gang_wait_seconds", "From a gang's oldest member's creation to its release",
+            buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600), registry=registry),
+        release_latency_seconds=Histogram(
+            "kubenexus_controller_release_latency_seconds", "From a release decision to all its gates removed",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30), registry=registry),
+        patch_errors=Counter("kubenexus_controller_patch_errors_total", "Failed pod patches while releasing gates",
+                             ["reason"], registry=registry),
+        decision_seconds=Histogram(
+            "kubenexus_controller_decision_seconds", "One pass of the decision loop",
+            buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=registry),
+        gang_timeouts=Counter("kubenexus_controller_gang_timeouts_total",
+                              "Gangs that waited longer than their schedule timeout", registry=registry),
+        is_leader=Gauge("kubenexus_controller_is_leader", "1 while this replica holds the leader lease",
+                        registry=registry),
+        events_dropped=Counter("kubenexus_controller_events_dropped_total",
+                               "Kubernetes Events not written: rate limit, full queue or API failure",
+                               registry=registry),
+    )

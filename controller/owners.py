@@ -1,0 +1,88 @@
+"""What the controller reads from owners: root annotations, and the gang of pods admission could not resolve.
+
+Admission gates a pod with ``scheduling.kubenexus.io/unresolved`` when the owner lookup failed
+(timeout, 5xx); the gate controller asks again with the same decision code the webhook runs. A
+pod that turns out to be a gang member gets the labels and annotations admission would have
+written and then waits for its gang; any other pod is released at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jsonpatch
+
+from controller.members import PodView
+from controller.release import release_patch
+from gang import keys
+from gang.adapters import adapter_for
+from gang.config import Config
+from gang.decide import Action, decide
+from gang.objects import LookupFailed, ObjectSource
+from webhook.mutate import desired_pod
+
+Obj = dict[str, Any]
+
+
+def _owner(pod: PodView) -> tuple[str, str, str]:
+    """(apiVersion, kind, name) from the owner annotation ``<group>/<version>/<kind>/<name>``."""
+    group, _, rest = pod.owner.partition("/")
+    version, _, rest = rest.partition("/")
+    kind, _, name = rest.partition("/")
+    return (f"{group}/{version}" if group else version), kind, name
+
+
+def root_annotations(source: ObjectSource, pod: PodView) -> Mapping[str, str]:
+    """The root's annotations (schedule timeout, best effort); empty when it cannot be read."""
+    api_version, kind, name = _owner(pod)
+    adapter = adapter_for(api_version, kind)
+    if adapter is None or not name:
+        return {}
+    try:
+        root = source.get(adapter.kind, api_version, pod.namespace, name, pod.gang[2] if pod.gang else None)
+    except LookupFailed:
+        return {}
+    return ((root or {}).get("metadata") or {}).get("annotations") or {}
+
+
+def root_reference(pod: PodView) -> Obj | None:
+    """An ObjectReference to the gang's root, for events, from the owner annotation."""
+    api_version, kind, name = _owner(pod)
+    if not (api_version and kind and name):
+        return None
+    return {"apiVersion": api_version, "kind": kind, "name": name,
+            "namespace": pod.namespace, "uid": pod.gang[2] if pod.gang else ""}
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """``action``: "join" (``patch`` adds the gang's labels), "release" (``patch`` removes the gate) or "retry"."""
+
+    action: str
+    reason: str
+    patch: list[Obj]
+
+
+def resolve(pod: Obj, source: ObjectSource, config: Config) -> Resolution:
+    """Decide again for a pod admission left unresolved."""
+    meta = pod.get("metadata") or {}
+    decision = decide(pod, str(meta.get("namespace") or ""), source, config)
+    reason = "; ".join(decision.reasons)
+    if decision.action is Action.UNRESOLVED:
+        return Resolution("retry", decision.unresolved or reason, [])
+    if decision.action is Action.SKIP:
+        return Resolution("release", reason, release_patch(pod, ""))
+    desired = desired_pod(pod, decision, config)
+    annotations = dict((desired.get("metadata") or {}).get("annotations") or {})
+    annotations.pop(keys.UNRESOLVED_ANNOTATION, None)
+    before = {"labels": meta.get("labels") or {}, "annotations": meta.get("annotations") or {}}
+    after = {"labels": (desired.get("metadata") or {}).get("labels") or {}, "annotations": annotations}
+    ops = [{"op": "test", "path": "/metadata/uid", "value": meta.get("uid")}] if meta.get("uid") else []
+    for part in ("labels", "annotations"):
+        if part not in meta:
+            ops.append({"op": "add", "path": f"/metadata/{part}", "value": {}})
+        ops += [dict(op, path=f"/metadata/{part}{op['path']}")
+                for op in jsonpatch.make_patch(before[part], after[part])]
+    return Resolution("join", reason, ops)

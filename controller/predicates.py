@@ -1,0 +1,433 @@
+"""kube-scheduler's static Filter plugins as small predicates, for the gate controller's planner.
+
+A plan is only a witness that the gang fits if every member passes the same filters the
+scheduler will run, so each rule here follows the scheduler's code and wording: NodeUnschedulable,
+TaintToleration, NodeAffinity (nodeSelector and required node affinity), NodePorts and the
+"resource the node doesn't have at all" half of NodeResourcesFit. Capacity is in ``capacity``.
+
+Every predicate takes a pod spec or an expected-member description (the entries of
+``scheduling.kubenexus.io/expected-members``: ``requests``, ``nodeSelector``, ``tolerations``,
+``affinity``, the same keys as a pod spec) and answers ``None`` when the node passes, else a
+short reason. Constraints the scheduler evaluates against other pods or other API objects are
+not predicates: ``certifiability`` names them so that the caller can hold the gang.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from controller.capacity import allocatable, requests_of
+from gang import keys
+
+__all__ = [
+    "ANY_HOST_IP",
+    "HOSTNAME_LABEL",
+    "TAINT_NOT_READY",
+    "TAINT_UNREACHABLE",
+    "TAINT_UNSCHEDULABLE",
+    "certifiability",
+    "feasible_nodes",
+    "has_resources_kinds",
+    "host_port_conflict",
+    "host_ports",
+    "matches_selector_and_affinity",
+    "node_schedulable_for",
+    "normalize_port",
+    "ports_clash",
+    "tolerates",
+]
+
+Obj = Mapping[str, Any]
+HostPort = tuple[str, int, str]
+
+TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+TAINT_NOT_READY = "node.kubernetes.io/not-ready"
+TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+ANY_HOST_IP = "0.0.0.0"
+
+UNSCHEDULABLE = "node(s) were unschedulable"
+NOT_READY = "node(s) were not ready"
+AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
+
+_FILTERED_EFFECTS = ("NoSchedule", "NoExecute")  # TaintToleration ignores PreferNoSchedule (a score)
+_INT64 = re.compile(r"[+-]?[0-9]+")
+_SET_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def _int64(text: Any) -> int | None:
+    """Go's strconv.ParseInt(s, 10, 64): optional sign, decimal digits, nothing else, in range."""
+    if not isinstance(text, str) or not _INT64.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
+
+
+# --- TaintToleration, NodeUnschedulable, readiness -------------------------------------------
+
+
+def tolerates(toleration: Obj, taint: Obj) -> bool:
+    """core/v1 Toleration.ToleratesTaint.
+
+    An empty effect matches every effect and an empty key every key; operator Equal (the
+    default) compares values, Exists matches any value, Lt/Gt compare the taint's value with
+    the toleration's as int64 (feature TaintTolerationComparisonOperators); any other
+    operator, or a value that is not an integer for Lt/Gt, tolerates nothing.
+    """
+    effect = toleration.get("effect") or ""
+    if effect and effect != (taint.get("effect") or ""):
+        return False
+    key = toleration.get("key") or ""
+    if key and key != (taint.get("key") or ""):
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Equal":
+        return (toleration.get("value") or "") == (taint.get("value") or "")
+    if operator == "Exists":
+        return True
+    if operator in ("Lt", "Gt"):
+        bound, actual = _int64(toleration.get("value")), _int64(taint.get("value"))
+        if bound is None or actual is None:
+            return False
+        return actual < bound if operator == "Lt" else actual > bound
+    return False
+
+
+def _tolerated(tolerations: Iterable[Obj], taint: Obj) -> bool:
+    return any(tolerates(toleration, taint) for toleration in tolerations)
+
+
+def _taint_text(taint: Obj) -> str:
+    key, value, effect = taint.get("key") or "", taint.get("value") or "", taint.get("effect") or ""
+    return f"{key}={value}:{effect}" if value else f"{key}:{effect}"
+
+
+def _ready_status(node: Obj) -> str:
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return condition.get("status") or "Unknown"
+    # The node lifecycle controller treats a node that never posted status as Ready=Unknown.
+    return "Unknown"
+
+
+def _schedulable(tolerations: list[Obj], node: Obj) -> str | None:
+    spec = node.get("spec") or {}
+    # NodeUnschedulable: a cordoned node is out unless the pod tolerates the unschedulable taint.
+    if spec.get("unschedulable") and not _tolerated(
+        tolerations, {"key": TAINT_UNSCHEDULABLE, "effect": "NoSchedule"}
+    ):
+        return UNSCHEDULABLE
+    # The node lifecycle controller taints a node whose Ready condition is False with
+    # not-ready:NoSchedule and one whose Ready is Unknown with unreachable:NoSchedule; we apply
+    # that taint ourselves so that a fresh NotReady node is out before the taint lands. Only the
+    # NoSchedule effect counts here: DefaultTolerationSeconds gives every pod a NoExecute
+    # toleration for both keys, so a NoExecute toleration alone doesn't let a pod schedule there.
+    ready = _ready_status(node)
+    if ready != "True":
+        key = TAINT_NOT_READY if ready == "False" else TAINT_UNREACHABLE
+        if not _tolerated(tolerations, {"key": key, "effect": "NoSchedule"}):
+            return NOT_READY
+    # TaintToleration: every NoSchedule and NoExecute taint must be tolerated.
+    for taint in spec.get("taints") or []:
+        if taint.get("effect") in _FILTERED_EFFECTS and not _tolerated(tolerations, taint):
+            return f"node(s) had untolerated taint {{{_taint_text(taint)}}}"
+    return None
+
+
+def node_schedulable_for(pod_spec: Obj, node: Obj) -> str | None:
+    """None when the node accepts the pod: not cordoned, Ready, and no untolerated NoSchedule/NoExecute taint."""
+    return _schedulable(list(pod_spec.get("tolerations") or []), node)
+
+
+# --- NodeAffinity ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Term:
+    """One parsed nodeSelectorTerm; ``valid`` False means a parse error, which matches nothing."""
+
+    labels: tuple[tuple[str, str, tuple[str, ...]], ...]
+    fields: tuple[tuple[str, str, str], ...]
+    valid: bool = True
+
+
+def _label_requirement(expr: Obj) -> tuple[str, str, tuple[str, ...]] | None:
+    """labels.NewRequirement's checks: value counts per operator and int64 values for Gt/Lt."""
+    key, operator = expr.get("key") or "", expr.get("operator") or ""
+    values = tuple(str(v) for v in expr.get("values") or ())
+    if operator in ("In", "NotIn"):
+        ok = len(values) > 0
+    elif operator in ("Exists", "DoesNotExist"):
+        ok = len(values) == 0
+    elif operator in ("Gt", "Lt"):
+        ok = len(values) == 1 and _int64(values[0]) is not None
+    else:
+        ok = False
+    return (key, operator, values) if ok and key else None
+
+
+def _parse_term(term: Obj) -> _Term | None:
+    """None for an empty term: it selects no nodes and is skipped (nodeaffinity.isEmptyNodeSelectorTerm)."""
+    expressions, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
+    if not expressions and not fields:
+        return None
+    labels = []
+    for expr in expressions:
+        requirement = _label_requirement(expr)
+        if requirement is None:
+            return _Term((), (), valid=False)
+        labels.append(requirement)
+    parsed_fields = []
+    for expr in fields:
+        values = expr.get("values") or []
+        # Node field selectors support only In/NotIn with exactly one value.
+        if expr.get("operator") not in ("In", "NotIn") or len(values) != 1:
+            return _Term((), (), valid=False)
+        parsed_fields.append((expr.get("key") or "", expr["operator"], str(values[0])))
+    return _Term(tuple(labels), tuple(parsed_fields))
+
+
+def _label_matches(labels: Mapping[str, str], key: str, operator: str, values: tuple[str, ...]) -> bool:
+    if operator == "In":
+        return key in labels and labels[key] in values
+    if operator == "NotIn":
+        return key not in labels or labels[key] not in values
+    if operator == "Exists":
+        return key in labels
+    if operator == "DoesNotExist":
+        return key not in labels
+    actual = _int64(labels.get(key))
+    if actual is None:  # absent or not an integer: Gt/Lt don't match
+        return False
+    bound = int(values[0])
+    return actual > bound if operator == "Gt" else actual < bound
+
+
+def _term_matches(term: _Term, labels: Mapping[str, str], name: str) -> bool:
+    if not term.valid:
+        return False
+    if not all(_label_matches(labels, *requirement) for requirement in term.labels):
+        return False
+    if name:  # the only node field is metadata.name; without a name, field terms are not checked
+        node_fields = {"metadata.name": name}
+        for key, operator, value in term.fields:
+            if (node_fields.get(key, "") == value) != (operator == "In"):
+                return False
+    return True
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """A pod's nodeSelector and required node affinity, parsed once for many nodes."""
+
+    selector: tuple[tuple[str, str], ...]
+    terms: tuple[_Term, ...] | None  # None: no required node affinity
+
+    @classmethod
+    def of(cls, pod_spec: Obj) -> _Placement:
+        selector = tuple((str(k), str(v)) for k, v in (pod_spec.get("nodeSelector") or {}).items())
+        node_affinity = (pod_spec.get("affinity") or {}).get("nodeAffinity") or {}
+        required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if required is None:
+            return cls(selector, None)
+        parsed = (_parse_term(term) for term in required.get("nodeSelectorTerms") or [])
+        return cls(selector, tuple(term for term in parsed if term is not None))
+
+    def check(self, node: Obj) -> str | None:
+        metadata = node.get("metadata") or {}
+        labels = metadata.get("labels") or {}
+        if any(labels.get(key) != value for key, value in self.selector):
+            return AFFINITY_MISMATCH
+        if self.terms is not None:
+            name = metadata.get("name") or ""
+            # Terms are ORed; no (non-empty) term means no node matches.
+            if not any(_term_matches(term, labels, name) for term in self.terms):
+                return AFFINITY_MISMATCH
+        return None
+
+
+def matches_selector_and_affinity(pod_spec: Obj, node: Obj) -> str | None:
+    """nodeSelector (every label equal) AND required node affinity (terms ORed, requirements ANDed)."""
+    return _Placement.of(pod_spec).check(node)
+
+
+# --- NodeResourcesFit: resources the node doesn't offer at all --------------------------------
+
+
+def _lacking(requests: Mapping[str, Decimal], offered: Mapping[str, Decimal]) -> str | None:
+    missing = sorted(name for name, value in requests.items() if value > 0 and offered.get(name, 0) <= 0)
+    return f"node(s) lack resource {', '.join(missing)}" if missing else None
+
+
+def has_resources_kinds(requests: Mapping[str, Decimal], node: Obj) -> str | None:
+    """A reason when the node's allocatable lacks (or has zero of) a requested resource.
+
+    No amount of waiting or preemption frees a resource a node doesn't offer, so such a node is
+    out for the member regardless of load; NodeResourcesFit counts a missing resource as zero.
+    """
+    return _lacking(requests, allocatable(node))
+
+
+# --- NodePorts ---------------------------------------------------------------------------------
+
+
+def host_ports(pod_spec: Obj) -> frozenset[HostPort]:
+    """(hostIP, hostPort, protocol) the pod takes on its node, defaults applied.
+
+    NodePorts counts the app containers and, since kubernetes#132040, restartable init
+    containers (sidecars); an empty hostIP means 0.0.0.0 and an empty protocol TCP. With
+    hostNetwork the API defaults every hostPort to its containerPort. An expected-member
+    description has no containers, hence no ports.
+    """
+    host_network = bool(pod_spec.get("hostNetwork"))
+    containers = list(pod_spec.get("containers") or [])
+    containers += [c for c in pod_spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+    ports = set()
+    for container in containers:
+        for port in container.get("ports") or []:
+            number = int(port.get("hostPort") or 0)
+            if not number and host_network:
+                number = int(port.get("containerPort") or 0)
+            if number > 0:
+                ports.add((port.get("hostIP") or ANY_HOST_IP, number, port.get("protocol") or "TCP"))
+    return frozenset(ports)
+
+
+def normalize_port(port: HostPort) -> HostPort:
+    """kube-scheduler's defaults: an empty hostIP binds every address, an empty protocol is TCP."""
+    ip, number, protocol = port
+    return (ANY_HOST_IP if ip in ("", ANY_HOST_IP) else ip, int(number), protocol or "TCP")
+
+
+def ports_clash(a: HostPort, b: HostPort) -> bool:
+    """HostPortInfo.CheckConflict: same port and protocol, and the same hostIP or 0.0.0.0 on either side."""
+    return a[1] == b[1] and a[2] == b[2] and (a[0] == b[0] or a[0] == ANY_HOST_IP or b[0] == ANY_HOST_IP)
+
+
+def host_port_conflict(wanted: Iterable[HostPort], used: Iterable[HostPort]) -> HostPort | None:
+    """The first wanted port (sorted) that collides with one in use on the node, else None."""
+    used = tuple(used)
+    return next((port for port in sorted(wanted) if any(ports_clash(port, other) for other in used)), None)
+
+
+# --- What the controller cannot evaluate exactly -------------------------------------------------
+
+
+def _selects_exactly(selector: Obj, match_label_keys: Iterable[str], labels: Mapping[str, str], key: str) -> bool:
+    """True when the label selector (with matchLabelKeys merged) selects exactly ``key == labels[key]``."""
+    value = labels.get(key)
+    if not value:
+        return False
+    requirements: list[tuple[str, str, tuple[str, ...]]] = [
+        (k, "In", (str(v),)) for k, v in (selector.get("matchLabels") or {}).items()
+    ]
+    for expr in selector.get("matchExpressions") or []:
+        requirements.append((expr.get("key") or "", expr.get("operator") or "", tuple(expr.get("values") or ())))
+    # matchLabelKeys adds "k in (the pod's own value of k)" for each listed key the pod has.
+    requirements += [(k, "In", (labels[k],)) for k in match_label_keys if k in labels]
+    if any(k != key or op not in _SET_OPERATORS or not _label_matches({key: value}, k, op, vals)
+           for k, op, vals in requirements):
+        return False
+    return any(op == "In" and set(vals) == {value} for _, op, vals in requirements)
+
+
+def _one_member_per_node(term: Obj, labels: Mapping[str, str] | None) -> bool:
+    """A required anti-affinity term that only keeps two members of this gang off one node.
+
+    The planner can honour that exactly (one member per node). Anything wider (other labels,
+    other namespaces: an empty namespaceSelector means all of them, other topology keys) needs
+    the whole cluster's pods and labels, which a plan doesn't look at.
+    """
+    return (
+        labels is not None
+        and term.get("topologyKey") == HOSTNAME_LABEL
+        and not term.get("namespaces")
+        and term.get("namespaceSelector") is None
+        and not term.get("mismatchLabelKeys")
+        and _selects_exactly(term.get("labelSelector") or {}, term.get("matchLabelKeys") or (), labels,
+                             keys.POD_GROUP_LABEL)
+    )
+
+
+def _claims(pod_spec: Obj, pod_name: str | None) -> list[tuple[str, str | None]]:
+    """(display name, claim name to look up) for each volume backed by a PersistentVolumeClaim."""
+    claims: list[tuple[str, str | None]] = []
+    for volume in pod_spec.get("volumes") or []:
+        if volume.get("persistentVolumeClaim"):
+            name = str(volume["persistentVolumeClaim"].get("claimName") or "")
+            claims.append((name, name))
+        elif volume.get("ephemeral"):
+            # A generic ephemeral volume's claim is named <pod name>-<volume name>.
+            name = f"{pod_name}-{volume.get('name')}" if pod_name else None
+            claims.append((name or f"{volume.get('name')} (ephemeral)", name))
+    return claims
+
+
+def certifiability(
+    pod_spec: Obj,
+    *,
+    labels: Mapping[str, str] | None = None,
+    bound_claims: Callable[[str], bool] | None = None,
+    pod_name: str | None = None,
+) -> str | None:
+    """A reason when the pod has a Filter-time constraint the planner can't evaluate, else None.
+
+    Such a gang is *not certifiable*: a plan could be wrong, so it is held (unless the root opts
+    into best effort). Only hard constraints count; preferred affinities and ScheduleAnyway
+    spread constraints are scores and never make a node infeasible.
+
+    ``labels`` are the pod's labels (for an expected member, the gang label it will get); the
+    one-member-per-node anti-affinity is recognised only on the gang label with their value.
+    ``bound_claims(claim_name)`` says whether a claim in the pod's namespace is bound; without it
+    every claim counts as unbound, since WaitForFirstConsumer binding depends on the StorageClass.
+    ``pod_name`` names generic ephemeral volumes' claims.
+    """
+    reasons = []
+    affinity = pod_spec.get("affinity") or {}
+    if ((affinity.get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")):
+        reasons.append("required pod affinity")
+    anti = (affinity.get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or []
+    if not all(_one_member_per_node(term, labels) for term in anti):
+        reasons.append("required pod anti-affinity other than one gang member per node")
+    if any(c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"
+           for c in pod_spec.get("topologySpreadConstraints") or []):
+        reasons.append("topology spread constraints")
+    if pod_spec.get("resourceClaims"):
+        reasons.append("dynamic resource claims")
+    unbound = [shown for shown, name in _claims(pod_spec, pod_name)
+               if name is None or bound_claims is None or not bound_claims(name)]
+    if unbound:
+        reasons.append(f"unbound volume claims ({', '.join(unbound)})")
+    return "; ".join(reasons) or None
+
+
+# --- All static predicates for many nodes -------------------------------------------------------
+
+
+def feasible_nodes(pod_spec: Obj, nodes: Iterable[Obj],
+                   requests: Mapping[str, Decimal] | None = None) -> tuple[list[str], dict[str, str]]:
+    """Names of the nodes that pass every static predicate (in input order), and why each other failed.
+
+    Static means independent of what else runs on the node: schedulability, readiness, taints,
+    selector and affinity, and resources the node doesn't offer. Free capacity and host ports in
+    use change with every placement and are the planner's to check. ``requests`` defaults to the
+    spec's own; pass them for a trimmed spec without containers.
+    """
+    tolerations = list(pod_spec.get("tolerations") or [])
+    placement = _Placement.of(pod_spec)
+    requests = requests_of(pod_spec) if requests is None else requests
+    feasible: list[str] = []
+    rejected: dict[str, str] = {}
+    for node in nodes:
+        name = (node.get("metadata") or {}).get("name") or ""
+        reason = (_schedulable(tolerations, node) or placement.check(node)
+                  or _lacking(requests, allocatable(node)))
+        if reason is None:
+            feasible.append(name)
+        else:
+            rejected[name] = reason
+    return feasible, rejected

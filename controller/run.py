@@ -1,0 +1,336 @@
+"""The gate controller process: watches in, one decision loop, releases out.
+
+Informers deliver pod and node events onto one queue; a single loop thread applies them to
+the state and, while this replica leads, runs the engine and hands releases to the patcher.
+Only that thread touches the state, so a decision and the reservations it makes are never
+interleaved with another. A standby replica keeps its state warm and takes over from the Lease;
+after a crash the new leader's first pass sees released-unbound pods at their planned nodes and
+half-released gangs, and completes those before anything new is released.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import socket
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from controller.engine import NEVER_FITS, NOT_CERTIFIABLE, RELEASE, RUNNING, Cycle, Engine, GangDecision, Release
+from controller.events import EventRecorder
+from controller.health import HealthServer
+from controller.informer import Informer
+from controller.leader import LeaderElector
+from controller.members import GangKey, PodView
+from controller.metrics import Metrics, new_metrics
+from controller.owners import resolve, root_annotations, root_reference
+from controller.patcher import Patcher
+from controller.state import ClusterState
+from gang.config import Config
+from gang.objects import ApiSource, CachedSource, api_request
+
+log = logging.getLogger("kubenexus.controller")
+LEASE_NAME = "kubenexus-controller"
+RESYNC_SECONDS = 2.0  # a pass at least this often: timeouts, starvation and vacancies depend on time
+RESOLVE_RETRY_SECONDS = 10.0
+MEMBER_EVENTS = 20  # events about a gang also go to at most this many gated members
+STALL_SECONDS = 60.0  # /healthz fails when the loop has not turned for this long
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}_{os.getpid()}"
+
+
+class Controller:
+    """Wires informers, state, engine, patcher, events, metrics and (optionally) leader election."""
+
+    def __init__(self, api_client: Any, config: Config, *, identity: str | None = None, leader_elect: bool = False,
+                 port: int | None = None, lease: tuple[float, float, float] = (15.0, 10.0, 2.0),
+                 clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.clock = clock
+        self.metrics: Metrics = new_metrics()
+        self.state = ClusterState(config.replacement_grace_seconds)
+        self._client = api_client
+        self._source = CachedSource(ApiSource(api_client, config.api_timeout_seconds),
+                                    config.owner_cache_ttl_seconds, config.owner_cache_max_entries)
+        self.engine = Engine(self.state, config, lambda pod: root_annotations(self._source, pod))
+        self._queue: queue.SimpleQueue[tuple[str, str, dict[str, Any]]] = queue.SimpleQueue()
+        self._informers = [
+            Informer(api_client, "/api/v1/nodes", lambda kind, obj: self._queue.put(("node", kind, obj))),
+            Informer(api_client, "/api/v1/pods", lambda kind, obj: self._queue.put(("pod", kind, obj))),
+        ]
+        # Only watch events update the state: they arrive in order, patch responses would race them.
+        self.patcher = Patcher(api_client, lambda reason: self.metrics.patch_errors.labels(reason).inc())
+        self.events = EventRecorder(api_client, on_dropped=self.metrics.events_dropped.inc)
+        self._resolver = ThreadPoolExecutor(max_workers=2, thread_name_prefix="resolve")
+        self._resolving: dict[str, float] = {}
+        self._leading = threading.Event()
+        self._lost = threading.Event()
+        self._stop = threading.Event()
+        self._elector = None
+        if leader_elect:
+            duration, deadline, retry = lease
+            self._elector = LeaderElector(api_client, config.namespace, LEASE_NAME, identity or default_identity(),
+                                          lease_duration=duration, renew_deadline=deadline, retry_period=retry,
+                                          on_started_leading=self._started, on_stopped_leading=self._stopped)
+        self._health = HealthServer("0.0.0.0", port, self.metrics.registry, self.ready, self.healthy) \
+            if port is not None else None
+        self._heartbeat = time.monotonic()
+        self._last: dict[GangKey, tuple[str, str]] = {}
+        self._timed_out: set[GangKey] = set()
+        self._threads: list[threading.Thread] = []
+        self.cycles = 0
+        self.last_cycle: Cycle | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def _started(self) -> None:
+        log.info("leading: deciding releases")
+        self.metrics.is_leader.set(1)
+        self._leading.set()
+
+    def _stopped(self) -> None:
+        log.warning("lost leadership: stopping")
+        self.metrics.is_leader.set(0)
+        self._leading.clear()
+        self._lost.set()
+        self._stop.set()
+
+    @property
+    def leading(self) -> bool:
+        return self._leading.is_set()
+
+    def synced(self) -> bool:
+        return all(informer.synced.is_set() for informer in self._informers)
+
+    def ready(self) -> bool:
+        return self.synced()
+
+    def healthy(self) -> bool:
+        return time.monotonic() - self._heartbeat < STALL_SECONDS
+
+    def start(self) -> Controller:
+        if self._health is not None:
+            self._health.start()
+        for informer in self._informers:
+            self._spawn(informer.run, f"informer{informer.path.replace('/', '-')}")
+        if self._elector is not None:
+            self._spawn(self._elector.run, "leader-election")
+        else:
+            self._started()
+        self._spawn(self._loop, "decision-loop")
+        return self
+
+    def _spawn(self, target: Callable[[], None], name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def wait(self) -> bool:
+        """Block until stopped; True when leadership was lost (the process should exit non-zero)."""
+        while not self._stop.wait(1.0):
+            pass
+        return self._lost.is_set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._elector is not None:
+            self._elector.stop()
+        for informer in self._informers:
+            informer.stop()
+        self.patcher.stop()
+        self._resolver.shutdown(wait=False, cancel_futures=True)
+        self.events.close(timeout=2.0)
+        if self._health is not None:
+            self._health.stop()
+
+    @property
+    def health_port(self) -> int | None:
+        return self._health.port if self._health is not None else None
+
+    # --- the loop ----------------------------------------------------------------------------------
+
+    def _apply(self, what: str, kind: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        now = self.clock()
+        if what == "node":
+            if kind == "DELETED":
+                self.state.delete_node(str(meta.get("name")))
+            else:
+                self.state.upsert_node(obj)
+        elif kind == "DELETED":
+            self.state.delete_pod(str(meta.get("uid")), now)
+        else:
+            self.state.upsert_pod(obj, now)
+
+    def _drain(self, timeout: float) -> bool:
+        try:
+            item = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return False
+        while True:
+            self._apply(*item)
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return True
+
+    def _loop(self) -> None:
+        dirty, last = True, 0.0
+        while not self._stop.is_set():
+            self._heartbeat = time.monotonic()
+            try:
+                dirty = self._drain(0.05 if dirty else 0.5) or dirty
+                if not (self._leading.is_set() and self.synced()):
+                    continue
+                now = self.clock()
+                if dirty or now - last >= RESYNC_SECONDS:
+                    self.pass_once(now)
+                    dirty, last = False, now
+            except Exception:  # one bad pass must not end the controller
+                log.exception("decision pass failed")
+                time.sleep(0.5)
+
+    def pass_once(self, now: float) -> Cycle:
+        started = time.perf_counter()
+        cycle = self.engine.cycle(now)
+        self.metrics.decision_seconds.observe(time.perf_counter() - started)
+        self.cycles += 1
+        self.last_cycle = cycle
+        self._dispatch(cycle, now)
+        self._report(cycle)
+        self._resolve_unresolved(now)
+        return cycle
+
+    # --- releases ----------------------------------------------------------------------------------
+
+    def _dispatch(self, cycle: Cycle, now: float) -> None:
+        by_gang: dict[GangKey | None, list[Release]] = {}
+        for release in cycle.releases:
+            by_gang.setdefault(release.pod.gang, []).append(release)
+        decided = time.monotonic()
+        for releases in by_gang.values():
+            remaining = [len(releases)]
+            lock = threading.Lock()
+
+            def done(ok: bool, remaining: list[int] = remaining, lock: threading.Lock = lock) -> None:
+                with lock:
+                    remaining[0] -= 1
+                    last = remaining[0] == 0
+                if last:
+                    self.metrics.release_latency_seconds.observe(time.monotonic() - decided)
+
+            for release in releases:
+                self.patcher.submit(release, done)
+
+    # --- pods admission could not resolve ----------------------------------------------------------
+
+    def _resolve_unresolved(self, now: float) -> None:
+        for uid in list(self.state.unresolved):
+            if now - self._resolving.get(uid, 0.0) < RESOLVE_RETRY_SECONDS:
+                continue
+            self._resolving[uid] = now
+            pod = self.state.pods[uid]
+            self._resolver.submit(self._resolve, pod.namespace, pod.name, uid)
+        for uid in [u for u in self._resolving if u not in self.state.unresolved]:
+            del self._resolving[uid]
+
+    def _resolve(self, namespace: str, name: str, uid: str) -> None:
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        try:
+            status, raw = api_request(self._client, "GET", path, self.config.api_timeout_seconds)
+            if status != 200:
+                return
+            pod = json.loads(raw)
+            if (pod.get("metadata") or {}).get("uid") != uid:
+                return
+            resolution = resolve(pod, self._source, self.config)
+            if resolution.action == "retry":
+                log.info("pod %s/%s still unresolved: %s", namespace, name, resolution.reason)
+                return
+            status, raw = api_request(self._client, "PATCH", path, self.config.api_timeout_seconds,
+                                      resolution.patch, "application/json-patch+json")
+            if status == 200:
+                log.info("pod %s/%s resolved (%s): %s", namespace, name, resolution.action, resolution.reason)
+            else:
+                self.metrics.patch_errors.labels(f"http_{status}").inc()
+        except Exception:
+            log.exception("resolving pod %s/%s", namespace, name)
+
+    # --- telling users ---------------------------------------------------------------------------
+
+    def _report(self, cycle: Cycle) -> None:
+        counts: dict[str, int] = {}
+        seen: set[GangKey] = set()
+        for decision in cycle.gangs:
+            seen.add(decision.key)
+            state = {RUNNING: "running", RELEASE: "releasing", NEVER_FITS: "never_fits",
+                     NOT_CERTIFIABLE: "not_certifiable"}.get(decision.decision, "waiting")
+            counts[state] = counts.get(state, 0) + 1
+            if decision.decision == RELEASE and decision.released and decision.waited:
+                self.metrics.gang_wait_seconds.observe(decision.waited)
+            self._announce(decision)
+        self.metrics.set_gang_counts(counts)
+        for key in [k for k in self._last if k not in seen]:
+            del self._last[key]
+        self._timed_out &= seen
+
+    def _announce(self, decision: GangDecision) -> None:
+        members = self.state.members(decision.key)
+        if not members:
+            return
+        if decision.timed_out and decision.key not in self._timed_out:
+            self._timed_out.add(decision.key)
+            self.metrics.gang_timeouts.inc()
+            self._event(decision, members, "Warning", "GangTimeout",
+                        f"gang {decision.name} has waited {decision.waited:.0f}s, longer than its schedule timeout; "
+                        f"still gated: {decision.reason}")
+        if decision.decision == RUNNING:
+            return
+        summary = (decision.decision, decision.reason)
+        if self._last.get(decision.key) == summary:
+            return
+        self._last[decision.key] = summary
+        if decision.decision == RELEASE:
+            nodes = len({n for n in decision.plan.values() if n})
+            self._event(decision, members, "Normal", "GangReleased",
+                        f"released {len(decision.released)} member(s) of gang {decision.name} on a plan over "
+                        f"{nodes} node(s): {decision.reason}", members_too=False)
+        elif decision.decision == NEVER_FITS:
+            self._event(decision, members, "Warning", "GangNeverFits", f"gang {decision.name} can never fit: "
+                        f"{decision.reason}")
+        elif decision.decision == NOT_CERTIFIABLE:
+            self._event(decision, members, "Warning", "GangNotCertifiable", decision.reason)
+        elif decision.cause == "members":
+            self._event(decision, members, "Normal", "GangWaiting", decision.reason)
+        else:
+            self._event(decision, members, "Normal", "GangInsufficientCapacity", decision.reason)
+
+    def _event(self, decision: GangDecision, members: list[PodView], type_: str, reason: str, message: str,
+               members_too: bool = True) -> None:
+        root = root_reference(members[0])
+        if root is not None:
+            self.events.record(root, type_, reason, message)
+        if not members_too:
+            return
+        gated = [p for p in members if p.gated][:MEMBER_EVENTS]
+        for pod in gated:
+            self.events.record({"apiVersion": "v1", "kind": "Pod", "name": pod.name, "namespace": pod.namespace,
+                                "uid": pod.uid}, type_, reason, message)
+
+
+def run_controller(config: Config, api_client: Any, *, leader_elect: bool, identity: str | None,
+                   port: int | None) -> int:
+    controller = Controller(api_client, config, identity=identity, leader_elect=leader_elect, port=port).start()
+    try:
+        lost = controller.wait()
+    except KeyboardInterrupt:
+        lost = False
+    controller.stop()
+    return 1 if lost else 0

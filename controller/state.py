@@ -1,0 +1,222 @@
+"""The controller's picture of the cluster, updated one watch event at a time.
+
+Every pod is charged to at most one node, exactly once: a bound pod that is not terminal is
+*used* on its node (terminating pods too, until they are gone); a pod released by this
+controller and not bound yet is *reserved* on its planned node (from the planned-node
+annotation, or from memory between the decision and the watch event that confirms the PATCH);
+everything else is charged nowhere. Free capacity per node is kept up to date incrementally so
+that a decision never has to walk all pods. Vacancies remember where a failed or deleted member
+of a running gang was, so that its replacement gets its room back.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from controller.capacity import add, subtract
+from controller.members import GangKey, NodeView, PodView, node_view, pod_view
+from controller.predicates import HostPort
+from gang.resources import Resources
+
+
+@dataclass(frozen=True)
+class Vacancy:
+    """Room a failed or deleted member of a running gang left on ``node``, held for its replacement."""
+
+    node: str
+    usage: Resources
+    until: float
+
+
+def _charge_node(pod: PodView, pending: Mapping[str, str]) -> str:
+    if pod.terminal:
+        return ""
+    if pod.node:
+        return pod.node
+    if not pod.gated and pod.planned_node:
+        return pod.planned_node
+    return pending.get(pod.uid, "")
+
+
+class ClusterState:
+    """Nodes, pods, gangs and per-node free capacity; not thread-safe (one decision loop owns it)."""
+
+    def __init__(self, replacement_grace: float = 120.0) -> None:
+        self.nodes: dict[str, NodeView] = {}
+        self.pods: dict[str, PodView] = {}
+        self.gangs: dict[GangKey, set[str]] = {}
+        self.unresolved: set[str] = set()
+        self.pending: dict[str, str] = {}  # uid -> node ("" when released without a pin), not yet confirmed
+        self.vacancies: dict[GangKey, list[Vacancy]] = {}
+        self.replacement_grace = replacement_grace
+        self._charged: dict[str, Resources] = {}
+        self._unbound: dict[str, Resources] = {}  # the reserved part of _charged
+        self._free: dict[str, Resources] = {}
+        self._ports: dict[str, Counter[HostPort]] = {}
+        self._permanent: dict[str, Resources] = {}
+        self._permanent_ports: dict[str, Counter[HostPort]] = {}
+        self._nominated: dict[str, dict[str, tuple[int, Resources]]] = {}
+        self._charged_at: dict[str, str] = {}  # uid -> node it is charged to
+        self.shape_version = 0  # bumps when static feasibility of any node may have changed
+        self.version = 0  # bumps on every change
+
+    # --- nodes -----------------------------------------------------------------------------------
+
+    def upsert_node(self, obj: Mapping[str, Any]) -> None:
+        view = node_view(obj)
+        old = self.nodes.get(view.name)
+        self.nodes[view.name] = view
+        if old is None or old.shape != view.shape:
+            self.shape_version += 1
+        if old is None or old.allocatable != view.allocatable:
+            self._free[view.name] = subtract(view.allocatable, self._charged.get(view.name, {}))
+        self.version += 1
+
+    def delete_node(self, name: str) -> None:
+        if self.nodes.pop(name, None) is not None:
+            self._free.pop(name, None)
+            self.shape_version += 1
+            self.version += 1
+
+    # --- pods ------------------------------------------------------------------------------------
+
+    def upsert_pod(self, obj: Mapping[str, Any], now: float = 0.0) -> PodView:
+        pod = pod_view(obj)
+        old = self.pods.get(pod.uid)
+        if old is not None:
+            self._forget(old)
+        was_charged = self._charged_at.get(pod.uid, "")
+        self._uncharge(pod.uid, old)
+        if not pod.gated:
+            self.pending.pop(pod.uid, None)
+        self.pods[pod.uid] = pod
+        self._remember(pod)
+        self._charge(pod)
+        if old is not None and was_charged and pod.failed and not old.failed:
+            self._vacate(old, was_charged, now)
+        self.version += 1
+        return pod
+
+    def delete_pod(self, uid: str, now: float = 0.0) -> None:
+        old = self.pods.pop(uid, None)
+        self.pending.pop(uid, None)
+        if old is None:
+            return
+        was_charged = self._charged_at.get(uid, "")
+        self._forget(old)
+        self._uncharge(uid, old)
+        if was_charged and not old.terminal:
+            self._vacate(old, was_charged, now)
+        self.version += 1
+
+    def reserve(self, pod: PodView, node: str) -> None:
+        """Charge a pod this loop is releasing to ``node`` now, before any API write."""
+        self._uncharge(pod.uid, pod)
+        self.pending[pod.uid] = node
+        self._charge(pod)
+        self.version += 1
+
+    def _remember(self, pod: PodView) -> None:
+        if pod.gang is not None:
+            self.gangs.setdefault(pod.gang, set()).add(pod.uid)
+        if pod.unresolved and pod.gated and pod.gang is None:
+            self.unresolved.add(pod.uid)
+        if pod.nominated and not pod.node and not pod.terminal:
+            self._nominated.setdefault(pod.nominated, {})[pod.uid] = (pod.priority, pod.usage)
+        if pod.permanent and pod.node and not pod.terminal:
+            self._permanent[pod.node] = add(self._permanent.get(pod.node, {}), pod.usage)
+            self._permanent_ports.setdefault(pod.node, Counter()).update(pod.ports)
+
+    def _forget(self, pod: PodView) -> None:
+        if pod.gang is not None:
+            members = self.gangs.get(pod.gang)
+            if members is not None:
+                members.discard(pod.uid)
+                if not members:
+                    del self.gangs[pod.gang]
+        self.unresolved.discard(pod.uid)
+        if pod.nominated:
+            nominated = self._nominated.get(pod.nominated)
+            if nominated is not None:
+                nominated.pop(pod.uid, None)
+                if not nominated:
+                    del self._nominated[pod.nominated]
+        if pod.permanent and pod.node and not pod.terminal:
+            self._permanent[pod.node] = subtract(self._permanent.get(pod.node, {}), pod.usage)
+            self._permanent_ports[pod.node].subtract(pod.ports)
+
+    def _charge(self, pod: PodView) -> None:
+        node = _charge_node(pod, self.pending)
+        if not node:
+            return
+        self._charged_at[pod.uid] = node
+        self._charged[node] = add(self._charged.get(node, {}), pod.usage)
+        if not pod.node:
+            self._unbound[node] = add(self._unbound.get(node, {}), pod.usage)
+        if node in self._free:
+            self._free[node] = subtract(self._free[node], pod.usage)
+        if pod.ports:
+            self._ports.setdefault(node, Counter()).update(pod.ports)
+
+    def _uncharge(self, uid: str, pod: PodView | None) -> None:
+        node = self._charged_at.pop(uid, "")
+        if not node or pod is None:
+            return
+        self._charged[node] = subtract(self._charged[node], pod.usage)
+        if not pod.node:
+            self._unbound[node] = subtract(self._unbound[node], pod.usage)
+        if node in self._free:
+            self._free[node] = add(self._free[node], pod.usage)
+        if pod.ports:
+            self._ports[node].subtract(pod.ports)
+
+    def _vacate(self, pod: PodView, node: str, now: float) -> None:
+        if pod.gang is None:
+            return
+        vacancy = Vacancy(node, pod.usage, now + self.replacement_grace)
+        self.vacancies.setdefault(pod.gang, []).append(vacancy)
+
+    # --- queries ---------------------------------------------------------------------------------
+
+    def members(self, gang: GangKey) -> list[PodView]:
+        return [self.pods[uid] for uid in sorted(self.gangs.get(gang, ()), key=lambda u: self.pods[u].name)]
+
+    def free(self, node: str) -> Resources:
+        """allocatable − every pod charged to the node (nominations and slots are the caller's)."""
+        return self._free.get(node, {})
+
+    def unbound(self, node: str) -> Resources:
+        """What released members not bound yet hold on the node."""
+        return self._unbound.get(node, {})
+
+    def used_ports(self, node: str) -> set[HostPort]:
+        return {port for port, count in (self._ports.get(node) or {}).items() if count > 0}
+
+    def permanent(self, node: str) -> Resources:
+        return self._permanent.get(node, {})
+
+    def permanent_ports(self, node: str) -> set[HostPort]:
+        return {port for port, count in (self._permanent_ports.get(node) or {}).items() if count > 0}
+
+    def nominated(self, node: str) -> Iterable[tuple[str, int, Resources]]:
+        for uid, (priority, usage) in (self._nominated.get(node) or {}).items():
+            yield uid, priority, usage
+
+    def nominated_nodes(self) -> list[str]:
+        return list(self._nominated)
+
+    def live_vacancies(self, gang: GangKey, now: float) -> list[Vacancy]:
+        """Unexpired vacancies of a gang; expired ones are dropped."""
+        vacancies = [v for v in self.vacancies.get(gang, ()) if v.until > now]
+        if vacancies:
+            self.vacancies[gang] = vacancies
+        else:
+            self.vacancies.pop(gang, None)
+        return vacancies
+
+    def charged_node(self, uid: str) -> str:
+        return self._charged_at.get(uid, "")
+

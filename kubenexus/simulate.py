@@ -1,0 +1,125 @@
+"""``kubenexus simulate``: what the gate controller would decide for a cluster snapshot, offline.
+
+The snapshot is ordinary Kubernetes YAML (Nodes, Pods bound and pending, root objects; ``List``
+objects are unpacked). It goes through the controller's own state and engine, reservations of
+released-but-unbound pods included, so "what if I submit this job now" gets the answer the
+controller would give.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+import jsonpatch
+import yaml
+
+from controller.engine import Cycle, Engine
+from controller.owners import resolve, root_annotations
+from controller.state import ClusterState
+from gang.config import Config, ConfigError, load_config
+from gang.objects import MemorySource
+
+Obj = dict[str, Any]
+
+
+def _objects(documents: Iterable[Any]) -> list[Obj]:
+    objects: list[Obj] = []
+    for doc in documents:
+        if not isinstance(doc, dict):
+            continue
+        if doc.get("kind", "").endswith("List") and isinstance(doc.get("items"), list):
+            objects.extend(_objects(doc["items"]))
+        else:
+            objects.append(doc)
+    return objects
+
+
+def _timestamp(now: float) -> str:
+    return datetime.fromtimestamp(now).astimezone().isoformat()
+
+
+def simulate(objects: list[Obj], config: Config, now: float) -> tuple[Cycle, list[Obj]]:
+    """One decision pass over the snapshot; also the pods admission left unresolved that are released now."""
+    state = ClusterState(config.replacement_grace_seconds)
+    roots = MemorySource([o for o in objects if o.get("kind") not in ("Node", "Pod")])
+    ungated: list[Obj] = []
+    for obj in objects:
+        if obj.get("kind") == "Node":
+            state.upsert_node(obj)
+    for obj in objects:
+        if obj.get("kind") != "Pod":
+            continue
+        pod = json.loads(json.dumps(obj))
+        meta = pod.setdefault("metadata", {})
+        meta.setdefault("namespace", "default")
+        meta.setdefault("creationTimestamp", _timestamp(now))
+        view = state.upsert_pod(pod, now)
+        if view.uid in state.unresolved:
+            resolution = resolve(pod, roots, config)
+            if resolution.action == "release":
+                state.delete_pod(view.uid)
+                ungated.append({"namespace": view.namespace, "name": view.name, "reason": resolution.reason})
+            elif resolution.action == "join":
+                state.upsert_pod(jsonpatch.apply_patch(pod, resolution.patch), now)
+    engine = Engine(state, config, lambda pod: root_annotations(roots, pod))
+    return engine.cycle(now), ungated
+
+
+def report(cycle: Cycle, ungated: list[Obj]) -> Obj:
+    gangs = [{"namespace": d.key[0], "name": d.key[1], "decision": d.decision, "reason": d.reason,
+              "plan": dict(sorted(d.plan.items())), "released": sorted(d.released)}
+             for d in sorted(cycle.gangs, key=lambda d: (d.key[0], d.key[1], d.key[2]))]
+    return {"gangs": gangs, "ungated": ungated}
+
+
+def _text(result: Obj) -> str:
+    lines = []
+    for gang in result["gangs"]:
+        lines.append(f"{gang['namespace']}/{gang['name']}: {gang['decision']} — {gang['reason']}")
+        for pod, node in gang["plan"].items():
+            lines.append(f"    {pod} → {node or '(unpinned)'}")
+    for pod in result["ungated"]:
+        lines.append(f"{pod['namespace']}/{pod['name']}: not a gang member, released — {pod['reason']}")
+    return "\n".join(lines) if lines else "no gang members in the snapshot"
+
+
+def _now(text: str | None) -> float:
+    if not text:
+        return time.time()
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise SystemExit(f"--now: {text!r} is not an RFC 3339 time (e.g. 2026-11-22T10:00:00Z)") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"kubenexus simulate: {exc}", file=sys.stderr)
+        return 2
+    try:
+        with open(args.scenario, encoding="utf-8") as handle:
+            objects = _objects(yaml.safe_load_all(handle))
+    except (OSError, yaml.YAMLError) as exc:
+        print(f"kubenexus simulate: cannot read {args.scenario}: {exc}", file=sys.stderr)
+        return 2
+    cycle, ungated = simulate(objects, config, _now(args.now))
+    result = report(cycle, ungated)
+    print(json.dumps(result, indent=2) if args.json else _text(result))
+    return 0
+
+
+def add_parser(subcommands: Any) -> None:
+    parser = subcommands.add_parser("simulate", help="what the gate controller would decide for a cluster snapshot")
+    parser.add_argument("scenario", help="YAML with Nodes, Pods (bound and pending) and root objects")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--now", help="evaluate at this RFC 3339 time (default: now)")
+    parser.add_argument("--config", help="the controller's configuration file")
+    parser.set_defaults(func=run)
