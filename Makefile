@@ -16,10 +16,12 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 	$(BIN)/python bench/admission_bench.py --smoke
 	$(BIN)/python bench/cluster_bench.py --smoke
+	$(BIN)/python bench/controller_bench.py --smoke
 
 bench: $(STAMP)
 	$(BIN)/python bench/admission_bench.py
 	$(BIN)/python bench/cluster_bench.py
+	$(BIN)/python bench/controller_bench.py
 
 demo: $(STAMP)
 	$(BIN)/kubenexus demo

@@ -279,20 +279,29 @@ class Store:
                 raise ApiError(410, "Expired", f"too old resource version: {since} ({oldest - 1})")
         position = since
         last_bookmark = time.monotonic()
+
+        def after_position() -> list[Event]:  # under the lock
+            if self._history and self._history[0].rv > position + 1:
+                # The watcher fell behind the retained history: end it with 410 rather than skip events.
+                raise ApiError(410, "Expired", f"too old resource version: {position} ({self._history[0].rv - 1})")
+            return [e for e in self._history if e.rv > position]
+
         while not self._closed:
+            bookmark = None
             with self._cond:
-                pending = [e for e in self._history if e.rv > position]
+                pending = after_position()
                 if not pending:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         return
                     self._cond.wait(min(remaining, bookmark_every or remaining, 1.0))
-                    pending = [e for e in self._history if e.rv > position]
+                    pending = after_position()
                     if not pending and bookmark_every and time.monotonic() - last_bookmark >= bookmark_every:
                         last_bookmark = time.monotonic()
-                        position = max(position, self._rv)
-                        yield position
-                        continue
+                        position = bookmark = max(position, self._rv)
+            if bookmark is not None:  # yielded outside the lock: the consumer writes it to a socket
+                yield bookmark
+                continue
             for event in pending:
                 position = event.rv
                 if event.group != resource.group or event.plural != resource.plural:

@@ -26,7 +26,7 @@ from decimal import Decimal
 from controller.capacity import add, subtract
 from controller.members import Expected, GangKey, PodView
 from controller.planner import Member, NodeFree, check_placement, never_fits, plan
-from controller.predicates import feasible_nodes
+from controller.predicates import HostPort, feasible_nodes, gang_member_port
 from controller.state import ClusterState
 from gang import keys
 from gang.config import Config
@@ -45,11 +45,13 @@ RootLookup = Callable[[PodView], Mapping[str, str]]
 
 @dataclass(frozen=True)
 class Release:
-    """Remove the gate of ``pod``; pin it to ``node`` unless empty; record ``reserved_nodes`` for its slots."""
+    """Remove the gate of ``pod``, record ``node`` (its room stays reserved until bound) and pin it there
+    when ``pin``; record ``reserved_nodes`` for the slots of expected members."""
 
     pod: PodView
     node: str
     reserved_nodes: tuple[str, ...] = ()
+    pin: bool = True
 
 
 @dataclass
@@ -89,6 +91,7 @@ class _Gang:
     oldest: float
     owner: str
     sample: PodView
+    apart: bool = False  # some member keeps the others off its node (required pod anti-affinity)
 
     @property
     def live(self) -> list[PodView]:
@@ -116,6 +119,7 @@ def _gang(key: GangKey, members: list[PodView]) -> _Gang:
         oldest=min(p.created for p in live),
         owner=next((p.owner for p in members if p.owner), ""),
         sample=min(live, key=lambda p: (p.created, p.name)),
+        apart=any(p.apart for p in members) or any(e.apart for e in expected),
     )
 
 
@@ -149,12 +153,26 @@ class Engine:
             nodes = self._feasible[key] = frozenset(names)
         return nodes
 
-    def _member(self, pod: PodView) -> Member:
-        return Member(pod.name, pod.usage, self.feasible(pod.key, pod.spec or {}, pod.usage), pod.ports)
+    def _member(self, pod: PodView, gang: _Gang) -> Member:
+        ports = pod.ports | {_apart_port(gang, pod.name, pod.apart)} if gang.apart else pod.ports
+        return Member(pod.name, pod.usage, self.feasible(pod.key, pod.spec or {}, pod.usage), ports)
 
     def _expected_members(self, gang: _Gang) -> list[Member]:
-        return [Member(f"{e.role} (expected #{i + 1})", e.usage, self.feasible(e.key, e.spec, e.usage))
-                for i, e in enumerate(gang.expected)]
+        members = []
+        for i, e in enumerate(gang.expected):
+            name = f"{e.role} (expected #{i + 1})"
+            ports = frozenset({_apart_port(gang, name, e.apart)}) if gang.apart else frozenset()
+            members.append(Member(name, e.usage, self.feasible(e.key, e.spec, e.usage), ports))
+        return members
+
+    def _members_on(self, gang: _Gang) -> dict[str, set[HostPort]]:
+        """Per node, the pseudo ports of the gang's members already there (bound or released) if it keeps apart."""
+        on: dict[str, set[HostPort]] = {}
+        for pod in gang.members if gang.apart else ():
+            node = self.state.charged_node(pod.uid)
+            if node:
+                on.setdefault(node, set()).add(_apart_port(gang, pod.name, pod.apart))
+        return on
 
     # --- reservations that are not pods: slots for expected members, vacancies --------------------
 
@@ -195,6 +213,7 @@ class Engine:
                limits: Mapping[str, Resources] | None, own_room: bool = False) -> list[NodeFree]:
         names = sorted(set().union(*(m.nodes for m in members))) if members else []
         own = set(self.state.gangs.get(gang.key, ()))
+        members_on = self._members_on(gang)
         result = []
         for name in names:
             free = dict(self.state.free(name))
@@ -206,7 +225,7 @@ class Engine:
                     free = subtract(free, per_node[name])
             if limits is not None and name in limits:
                 free = {r: min(v, limits[name].get(r, v)) for r, v in free.items()}
-            result.append(NodeFree(name, free, self.state.used_ports(name)))
+            result.append(NodeFree(name, free, self.state.used_ports(name) | members_on.get(name, set())))
         return result
 
     def _future(self, names: Sequence[str], claims: Mapping[str, Resources],
@@ -253,7 +272,7 @@ class Engine:
 
     def _release(self, pod: PodView, node: str, releases: list[Release], reserved: tuple[str, ...] = ()) -> None:
         self.state.reserve(pod, node)
-        releases.append(Release(pod, node if self.config.pin_members else "", reserved))
+        releases.append(Release(pod, node, reserved, self.config.pin_members))
 
     def _base(self, gang: _Gang, now: float, decision: str, reason: str) -> GangDecision:
         live = gang.live
@@ -262,54 +281,56 @@ class Engine:
 
     def _running(self, gang: _Gang, held: dict[GangKey, dict[str, Resources]], now: float,
                  releases: list[Release]) -> GangDecision:
-        """Finish a release under way, then late members into their slots, then the rest one by one."""
+        """Late members into their slots and replacements into their predecessors' room; then finish a
+        release under way (a crash can leave one half done); then extra members one by one where they fit."""
         result = self._base(gang, now, RUNNING, "released")
-        gated = [p for p in gang.members if p.live and p.gated and p.uid not in self.state.pending]
-        first = [p for p in gated if not gang.late(p)]
+        gated = sorted((p for p in gang.members if p.live and p.gated and p.uid not in self.state.pending),
+                       key=lambda p: (p.created, p.name))
+
+        def release(pod: PodView, node: str, reason: str) -> None:
+            self._release(pod, node, releases)
+            result.released.append(pod.name)
+            result.plan[pod.name] = node
+            result.decision, result.reason = RELEASE, reason
+
+        slots = self.open_slots(gang)
+        waiting = []
+        for pod in gated:
+            node = self._into_room(pod, gang, slots, held, now) if gang.late(pod) else ""
+            node = node or self._into_vacancy(pod, gang, held, now)
+            if node:
+                release(pod, node, "member(s) of a running gang released into the room held for them")
+            else:
+                waiting.append(pod)
         started = [p for p in gang.live if not gang.late(p) and (not p.gated or p.uid in self.state.pending)]
         missing = max(gang.needed - len(started), 0)
-        if first and missing:
-            finishing = sorted(first, key=lambda p: (p.created, p.name))[:missing]
-            members = [self._member(p) for p in finishing]
+        finishing = [p for p in waiting if not gang.late(p)][:missing]
+        if finishing:
+            members = [self._member(p, gang) for p in finishing]
             found = plan(members, self._nodes(members, gang, held, None))
             for pod in finishing:
-                node = found.placement[pod.name] if found.placement else ""
-                self._release(pod, node, releases)
-                result.released.append(pod.name)
-                result.plan[pod.name] = node
-            result.decision = RELEASE
-            result.reason = ("completing a release started earlier" +
-                             ("" if found.fits else f" without a plan ({found.shortfall})"))
-            first = [p for p in first if p not in finishing]
-        slots = self.open_slots(gang)
-        for pod in sorted(gated, key=lambda p: (p.created, p.name)):
-            if pod.name in result.plan:
+                release(pod, found.placement[pod.name] if found.placement else "",
+                        "completing a release started earlier" +
+                        ("" if found.fits else f" without a plan ({found.shortfall})"))
+        for pod in waiting:
+            if pod in finishing:
                 continue
-            node = self._into_room(pod, gang, slots, held, now) if gang.late(pod) else ""
-            if not node:
-                node = self._into_vacancy(pod, gang, held, now)
-            if not node:
-                member = self._member(pod)
-                found = plan([member], self._nodes([member], gang, held, None))
-                node = found.placement[pod.name] if found.placement else ""
-            if node:
-                self._release(pod, node, releases)
-                result.released.append(pod.name)
-                result.plan[pod.name] = node
-                result.decision = RELEASE
-                result.reason = "member(s) of a running gang released into room held for them or free"
+            member = self._member(pod, gang)
+            found = plan([member], self._nodes([member], gang, held, None))
+            if found.placement:
+                release(pod, found.placement[pod.name], "member(s) of a running gang released where they fit")
         return result
 
     def _into_room(self, pod: PodView, gang: _Gang, slots: list[tuple[str, Expected]],
                    held: dict[GangKey, dict[str, Resources]], now: float) -> str:
         """The node of an open slot this late member fits (its own slot's room counts as free)."""
-        member = self._member(pod)
+        member = self._member(pod, gang)
         for index, (node, slot) in enumerate(slots):
             if node not in member.nodes:
                 continue
-            free = add(self._nodes([Member(pod.name, pod.usage, frozenset({node}))], gang, held, None)[0].free,
-                       slot.usage)
-            if check_placement([member], [NodeFree(node, free, self.state.used_ports(node))], {pod.name: node}):
+            base = self._nodes([Member(pod.name, pod.usage, frozenset({node}))], gang, held, None)[0]
+            free = add(base.free, slot.usage)
+            if check_placement([member], [NodeFree(node, free, base.used_ports)], {pod.name: node}):
                 continue
             slots.pop(index)
             per_node = held.get(gang.key, {})
@@ -321,7 +342,7 @@ class Engine:
     def _into_vacancy(self, pod: PodView, gang: _Gang, held: dict[GangKey, dict[str, Resources]], now: float) -> str:
         """A replacement takes the room its failed or deleted predecessor left."""
         vacancies = self.state.live_vacancies(gang.key, now)
-        member = self._member(pod)
+        member = self._member(pod, gang)
         for vacancy in vacancies:
             if vacancy.node not in member.nodes:
                 continue
@@ -369,7 +390,7 @@ class Engine:
         limits = self._limits(gang, held, claims) if claims else None
         found = None
         for group in candidates:
-            members = [self._member(p) for p in group] + expected
+            members = [self._member(p, gang) for p in group] + expected
             found = plan(members, self._nodes(members, gang, held, limits))
             if found.fits:
                 chosen = group
@@ -390,7 +411,7 @@ class Engine:
             nodes = len(set(found.placement.values()))
             result.reason = f"all {len(found.placement)} members fit on {nodes} node(s){expected_note}"
             return result
-        members = [self._member(p) for p in chosen] + expected
+        members = [self._member(p, gang) for p in chosen] + expected
         never = self._never_fits(gang, members)
         if never:
             result.decision = NEVER_FITS
@@ -443,6 +464,10 @@ class Engine:
                               self.state.permanent_ports(n)) for n in names if n in self.state.nodes]
             self._never[signature] = never_fits(members, nodes)
         return self._never[signature]
+
+
+def _apart_port(gang: _Gang, name: str, with_term: bool) -> HostPort:
+    return gang_member_port(gang.key[0], gang.key[1], None if with_term else name)
 
 
 def _seconds(value: str | None) -> float:

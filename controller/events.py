@@ -5,7 +5,8 @@ says there why (and when it released the gang) in core/v1 Events. The decision l
 same verdict about a waiting gang on every pass, so identical events (same object, type, reason
 and message) are written once per ``repeat_interval``; after that the existing Event's count and
 lastTimestamp are patched instead of creating another (client-go's EventCorrelator). A token
-bucket bounds the write rate. Writes happen on a background thread: recording never raises and
+bucket per involved object (client-go's EventSourceObjectSpamFilter) bounds the write rate, so
+a chatty gang cannot starve the events of another. Writes happen on a background thread: recording never raises and
 never waits for the API, since an event must never stall or break a release.
 """
 
@@ -43,10 +44,14 @@ class _Seen:
 
 
 class EventRecorder:
-    """Records core/v1 Events on behalf of ``component``; see the module docstring for the rules."""
+    """Records core/v1 Events on behalf of ``component``; see the module docstring for the rules.
+
+    At most ``queue_size`` events wait for (or are being written by) the worker; more are dropped.
+    ``on_dropped`` is called once per dropped event (e.g. a Prometheus counter's ``inc``).
+    """
 
     def __init__(self, api_client: client.ApiClient, component: str = "kubenexus-controller", burst: int = 25,
-                 per_second: float = 5.0, repeat_interval: float = 60.0, clock: Callable[[], float] = time.monotonic,
+                 per_second: float = 0.2, repeat_interval: float = 60.0, clock: Callable[[], float] = time.monotonic,
                  *, queue_size: int = 1000, request_timeout: float = 10.0,
                  on_dropped: Callable[[], None] | None = None) -> None:
         self._core = client.CoreV1Api(api_client)
@@ -58,7 +63,7 @@ class EventRecorder:
         self._on_dropped = on_dropped
         self._lock = threading.Condition()  # guards everything below; notified when the queue drains
         self._seen: collections.OrderedDict[tuple[str, ...], _Seen] = collections.OrderedDict()
-        self._tokens, self._refilled = float(burst), clock()
+        self._buckets: collections.OrderedDict[tuple[str, ...], tuple[float, float]] = collections.OrderedDict()
         self._pending = 0  # queued or being written
         self._dropped = 0
         self._closed = False
@@ -117,7 +122,7 @@ class EventRecorder:
                 seen.count += 1  # an occurrence, written or not: count is how often it happened
                 if now - seen.written_at < self._repeat_interval:
                     return
-            if not self._take_token(now) or self._pending >= self._queue_size:
+            if not self._take_token(key[:5], now) or self._pending >= self._queue_size:
                 self._drop()
                 return
             wall = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
@@ -137,13 +142,14 @@ class EventRecorder:
             self._pending += 1
             self._queue.put((seen.count > 1, event))
 
-    def _take_token(self, now: float) -> bool:
-        self._tokens = min(float(self._burst), self._tokens + (now - self._refilled) * self._per_second)
-        self._refilled = now
-        if self._tokens < 1:
-            return False
-        self._tokens -= 1
-        return True
+    def _take_token(self, obj: tuple[str, ...], now: float) -> bool:
+        tokens, refilled = self._buckets.pop(obj, (float(self._burst), now))
+        tokens = min(float(self._burst), tokens + (now - refilled) * self._per_second)
+        taken = tokens >= 1
+        self._buckets[obj] = (tokens - 1 if taken else tokens, now)
+        if len(self._buckets) > CACHE_SIZE:
+            self._buckets.popitem(last=False)
+        return taken
 
     def _drop(self) -> None:
         with self._lock:

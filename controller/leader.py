@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import logging
 import math
 import random
@@ -191,8 +192,9 @@ class LeaderElector:
                 body = self._lease.model_copy(update={"spec": record.spec()})
                 lease = self._api.replace_namespaced_lease(self._name, self._namespace, body,
                                                            _request_timeout=_at_least(timeout))
-        except _FAILURES as exc:
-            log.info("writing lease %s/%s failed: %s", self._namespace, self._name, _describe(exc))
+        except _FAILURES as exc:  # a conflict is a lost race; anything else (403, 404 namespace) needs a look
+            level = logging.INFO if isinstance(exc, ApiException) and exc.status == 409 else logging.WARNING
+            log.log(level, "writing lease %s/%s failed: %s", self._namespace, self._name, _describe(exc))
             return False
         self._lease = lease
         self._observe(record)
@@ -224,4 +226,11 @@ def _at_least(timeout: float) -> float:
 
 
 def _describe(exc: Exception) -> str:
-    return f"HTTP {exc.status} {exc.reason}" if isinstance(exc, ApiException) else repr(exc)
+    """The API's own message when there is one (e.g. 'namespaces "x" not found'), else the exception."""
+    if not isinstance(exc, ApiException):
+        return repr(exc)
+    try:
+        message = json.loads(exc.body or "")["message"]
+    except (ValueError, TypeError, KeyError):
+        message = exc.reason
+    return f"HTTP {exc.status}: {message}"

@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from controller.capacity import allocatable, is_terminal, requests_of, with_pod_slot
-from controller.predicates import HostPort, certifiability, host_ports
+from controller.predicates import HostPort, certifiability, host_ports, one_member_per_node
 from gang import keys
 from gang.resources import Resources
 
@@ -59,6 +59,7 @@ class Expected:
     spec: Obj  # nodeSelector / tolerations / affinity, the shape of a pod spec
     key: str  # placement_key
     uncertifiable: str | None
+    apart: bool = False  # required anti-affinity: one member of the gang per node
 
 
 def parse_expected(text: str | None, group: str) -> tuple[Expected, ...]:
@@ -85,6 +86,7 @@ def parse_expected(text: str | None, group: str) -> tuple[Expected, ...]:
                 spec=spec,
                 key=placement_key(spec, requests),
                 uncertifiable=certifiability(spec, labels={keys.POD_GROUP_LABEL: group}),
+                apart=one_member_per_node(spec, {keys.POD_GROUP_LABEL: group}),
             )
             expanded.extend([member] * int(entry.get("count") or 0))
         return tuple(expanded)
@@ -136,6 +138,7 @@ class PodView:
     spec: Obj | None  # placement fields, only while gated by us
     key: str
     uncertifiable: str | None
+    apart: bool = False  # required anti-affinity: one member of its gang per node (kept after the release too)
 
     @property
     def gated(self) -> bool:
@@ -192,6 +195,7 @@ def pod_view(pod: Obj) -> PodView:
         uncertifiable=(certifiability(spec, labels={keys.POD_GROUP_LABEL: group} if group else labels,
                                       pod_name=meta.get("name"))
                        if gated else None),
+        apart=bool(group) and one_member_per_node(spec, {keys.POD_GROUP_LABEL: group}),
     )
 
 

@@ -67,8 +67,8 @@ class Patcher:
     def release(self, release: Release) -> bool:
         pod = release.pod
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
-        node = release.node
-        body = release_patch(partial_pod(release), node, release.reserved_nodes)
+        node, pin = release.node, release.pin
+        body = release_patch(partial_pod(release), node, release.reserved_nodes, pin)
         attempt = rejected = 0
         while not self._stopped.is_set():
             try:
@@ -87,11 +87,11 @@ class Patcher:
                 if keys.GANG_GATE not in gates:
                     return True
                 rejected += 1
-                if rejected >= _UNPINNED_AFTER and node:
+                if rejected >= _UNPINNED_AFTER and pin:
                     log.warning("pin of %s/%s to %s rejected: %s; releasing it unpinned",
                                 pod.namespace, pod.name, node, raw[:300])
-                    node = ""
-                body = release_patch(fresh, node, release.reserved_nodes)
+                    pin = False
+                body = release_patch(fresh, node, release.reserved_nodes, pin)
                 continue
             self._on_error(f"http_{status}" if status else "transport")
             log.warning("releasing %s/%s: HTTP %s %s; retrying", pod.namespace, pod.name, status, raw[:300])

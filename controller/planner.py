@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from decimal import Context, Decimal
 
 from controller.capacity import PODS
-from controller.predicates import ANY_HOST_IP, HostPort, normalize_port, ports_clash
+from controller.predicates import ANY_HOST_IP, HostPort, is_gang_member_port, normalize_port, ports_clash
 from gang.quantity import format_quantity
 
 DEFAULT_BUDGET = 200_000
@@ -107,7 +107,15 @@ def _any_clash(mine: Iterable[Port], used: Iterable[Port]) -> bool:
 
 def _fmt_port(port: Port) -> str:
     ip, number, protocol = port
+    if is_gang_member_port(port):  # one member per node (pod anti-affinity), see predicates.gang_member_port
+        return f"one-member-per-node slot of {ip if ip != ANY_HOST_IP else 'every member'} ({protocol})"
     return f"{number}/{protocol}" if ip == ANY_HOST_IP else f"{ip}:{number}/{protocol}"
+
+
+def _port_text(port: Port) -> str:
+    if is_gang_member_port(port):
+        return "a node without other members of its gang (pod anti-affinity)"
+    return f"host port {_fmt_port(port)}"
 
 
 def _fmt(value: Decimal, resource: str) -> str:
@@ -582,7 +590,7 @@ def _placement(problem: _Problem, members: Sequence[Member], assignment: list[li
 def _needs(problem: _Problem, cls: _Class, short: Container[int] = ()) -> str:
     parts = [_fmt(value, resource) for resource, value in sorted(cls.requests.items())
              if resource != PODS or value != 1 or problem.resources.index(resource) in short]
-    parts += [f"host port {_fmt_port(port)}" for port in sorted(cls.ports)]
+    parts += dict.fromkeys(_port_text(port) for port in sorted(cls.ports))
     return ", ".join(parts) or "nothing"
 
 
@@ -640,6 +648,9 @@ def _port_clique(problem: _Problem, pack: _Packing) -> str | None:
             port = (ip, number, protocol)
             room = {n for c in clique for n in problem.classes[c].eligible if not _any_clash([port], pack.ports[n])}
             size = sum(problem.classes[c].count for c in clique)
+            if size > len(room) and is_gang_member_port(port):
+                return (f"{size} members must run on separate nodes (required pod anti-affinity), but only "
+                        f"{len(room)} of their eligible nodes have no other member of their gang")
             if size > len(room):
                 return (f"{size} members use host port {_fmt_port(port)}, but only {len(room)} of their eligible "
                         f"nodes have it free")

@@ -31,12 +31,15 @@ __all__ = [
     "TAINT_UNSCHEDULABLE",
     "certifiability",
     "feasible_nodes",
+    "gang_member_port",
     "has_resources_kinds",
     "host_port_conflict",
     "host_ports",
+    "is_gang_member_port",
     "matches_selector_and_affinity",
     "node_schedulable_for",
     "normalize_port",
+    "one_member_per_node",
     "ports_clash",
     "tolerates",
 ]
@@ -351,6 +354,28 @@ def _one_member_per_node(term: Obj, labels: Mapping[str, str] | None) -> bool:
         and _selects_exactly(term.get("labelSelector") or {}, term.get("matchLabelKeys") or (), labels,
                              keys.POD_GROUP_LABEL)
     )
+
+
+def one_member_per_node(pod_spec: Obj, labels: Mapping[str, str] | None) -> bool:
+    """The pod has a required anti-affinity term that keeps it off nodes with another member of its gang."""
+    anti = ((pod_spec.get("affinity") or {}).get("podAntiAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution") or []
+    return any(_one_member_per_node(term, labels) for term in anti)
+
+
+# The planner keeps such members apart with its host-port machinery, through a pseudo port per gang: a member with
+# the term takes it on every address (its term selects every member, and the scheduler also checks the terms of the
+# pods already on a node), any other member on an address of its own (it clashes with members with the term only).
+GANG_MEMBER_PROTOCOL = "gang-member/"
+
+
+def gang_member_port(namespace: str, group: str, member: str | None) -> HostPort:
+    """The pseudo port of a member of gang ``namespace/group``: ``member`` None for a member with the term."""
+    return (ANY_HOST_IP if member is None else f"member {member}", 1, f"{GANG_MEMBER_PROTOCOL}{namespace}/{group}")
+
+
+def is_gang_member_port(port: HostPort) -> bool:
+    return str(port[2]).startswith(GANG_MEMBER_PROTOCOL)
 
 
 def _claims(pod_spec: Obj, pod_name: str | None) -> list[tuple[str, str | None]]:

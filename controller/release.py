@@ -45,8 +45,12 @@ def pinned_affinity(affinity: Mapping[str, Any] | None, node: str) -> Obj:
     return result
 
 
-def released_pod(pod: Mapping[str, Any], node: str, reserved_nodes: tuple[str, ...] = ()) -> Obj:
-    """The pod as it should be after release (pure: ``pod`` is not modified)."""
+def released_pod(pod: Mapping[str, Any], node: str, reserved_nodes: tuple[str, ...] = (), pin: bool = True) -> Obj:
+    """The pod as it should be after release (pure: ``pod`` is not modified).
+
+    ``node`` is recorded as the planned node (the controller keeps its room reserved until the
+    pod is bound) and, with ``pin``, becomes a required node-affinity pin.
+    """
     desired = copy.deepcopy(dict(pod))
     spec = desired.setdefault("spec", {})
     gates = [g for g in spec.get("schedulingGates") or [] if g.get("name") != keys.GANG_GATE]
@@ -57,8 +61,9 @@ def released_pod(pod: Mapping[str, Any], node: str, reserved_nodes: tuple[str, .
     annotations = desired.setdefault("metadata", {}).setdefault("annotations", {})
     annotations.pop(keys.UNRESOLVED_ANNOTATION, None)
     if node:
-        spec["affinity"] = pinned_affinity(spec.get("affinity"), node)
         annotations[keys.PLANNED_NODE_ANNOTATION] = node
+        if pin:
+            spec["affinity"] = pinned_affinity(spec.get("affinity"), node)
     if reserved_nodes:
         annotations[keys.RESERVED_NODES_ANNOTATION] = json.dumps(list(reserved_nodes), separators=(",", ":"))
     return desired
@@ -75,14 +80,15 @@ def _view(pod: Mapping[str, Any]) -> Obj:
     return view
 
 
-def release_patch(pod: Mapping[str, Any], node: str, reserved_nodes: tuple[str, ...] = ()) -> list[Obj]:
+def release_patch(pod: Mapping[str, Any], node: str, reserved_nodes: tuple[str, ...] = (),
+                  pin: bool = True) -> list[Obj]:
     """JSON patch (RFC 6902) from ``pod`` to its released form, guarded by ``test`` operations.
 
     ``pod`` may be the full object or a partial one carrying metadata.uid, metadata.annotations,
     spec.schedulingGates and spec.affinity; only those are compared.
     """
     original = _view(pod)
-    desired = _view(released_pod(pod, node, reserved_nodes))
+    desired = _view(released_pod(pod, node, reserved_nodes, pin))
     if "annotations" not in (pod.get("metadata") or {}):
         # JSON patch cannot add a key below a missing object: create the map first.
         guard = [{"op": "add", "path": "/metadata/annotations", "value": {}}]

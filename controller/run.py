@@ -96,6 +96,9 @@ class Controller:
         self._leading.set()
 
     def _stopped(self) -> None:
+        if self._stop.is_set():  # our own stop() hands the Lease back: not a loss
+            self._leading.clear()
+            return
         log.warning("lost leadership: stopping")
         self.metrics.is_leader.set(0)
         self._leading.clear()

@@ -12,8 +12,8 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Iterable
-from datetime import datetime
+from collections.abc import Callable, Iterable
+from datetime import date, datetime
 from typing import Any
 
 import jsonpatch
@@ -28,16 +28,47 @@ from gang.objects import MemorySource
 Obj = dict[str, Any]
 
 
+class ScenarioError(ValueError):
+    """The snapshot holds something that is not a Kubernetes object the simulation can read."""
+
+
+def _name(obj: Obj) -> str:
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    return "/".join(str(part) for part in (meta.get("namespace"), meta.get("name")) if part)
+
+
 def _objects(documents: Iterable[Any]) -> list[Obj]:
     objects: list[Obj] = []
-    for doc in documents:
-        if not isinstance(doc, dict):
+    for number, doc in enumerate(documents, 1):
+        if doc is None:  # an empty document
             continue
-        if doc.get("kind", "").endswith("List") and isinstance(doc.get("items"), list):
+        if not isinstance(doc, dict) or not isinstance(doc.get("kind"), str):
+            raise ScenarioError(f"document {number} is not a Kubernetes object (no kind)")
+        if doc["kind"].endswith("List") and isinstance(doc.get("items"), list):
             objects.extend(_objects(doc["items"]))
-        else:
-            objects.append(doc)
+            continue
+        if not isinstance(doc.get("metadata"), dict) or not doc["metadata"].get("name"):
+            raise ScenarioError(f"a {doc['kind']} without metadata.name")
+        for part in ("spec", "status"):
+            if not isinstance(doc.get(part) or {}, dict):
+                raise ScenarioError(f"{doc['kind']} {_name(doc)}: {part} is not a mapping")
+        objects.append(doc)
     return objects
+
+
+def _parse(obj: Obj, upsert: Callable[[], Any]) -> Any:
+    """Run ``upsert`` on one object; a field it cannot parse is the snapshot's fault, reported as such."""
+    try:
+        return upsert()
+    except (ValueError, TypeError, AttributeError, ArithmeticError) as exc:
+        raise ScenarioError(f"{obj['kind']} {_name(obj)}: {exc}") from None
+
+
+def _rfc3339(value: Any) -> str:
+    """YAML reads unquoted timestamps (creationTimestamp: 2026-11-22T10:00:00Z) as datetimes: back to text."""
+    if isinstance(value, date):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not a JSON value")
 
 
 def _timestamp(now: float) -> str:
@@ -51,15 +82,15 @@ def simulate(objects: list[Obj], config: Config, now: float) -> tuple[Cycle, lis
     ungated: list[Obj] = []
     for obj in objects:
         if obj.get("kind") == "Node":
-            state.upsert_node(obj)
+            _parse(obj, lambda obj=obj: state.upsert_node(obj))
     for obj in objects:
         if obj.get("kind") != "Pod":
             continue
-        pod = json.loads(json.dumps(obj))
+        pod = _parse(obj, lambda obj=obj: json.loads(json.dumps(obj, default=_rfc3339)))
         meta = pod.setdefault("metadata", {})
         meta.setdefault("namespace", "default")
         meta.setdefault("creationTimestamp", _timestamp(now))
-        view = state.upsert_pod(pod, now)
+        view = _parse(pod, lambda pod=pod: state.upsert_pod(pod, now))
         if view.uid in state.unresolved:
             resolution = resolve(pod, roots, config)
             if resolution.action == "release":
@@ -95,7 +126,7 @@ def _now(text: str | None) -> float:
     try:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
     except ValueError:
-        raise SystemExit(f"--now: {text!r} is not an RFC 3339 time (e.g. 2026-11-22T10:00:00Z)") from None
+        raise ScenarioError(f"--now: {text!r} is not an RFC 3339 time (e.g. 2026-11-22T10:00:00Z)") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,12 +136,25 @@ def run(args: argparse.Namespace) -> int:
         print(f"kubenexus simulate: {exc}", file=sys.stderr)
         return 2
     try:
+        now = _now(args.now)
+    except ScenarioError as exc:
+        print(f"kubenexus simulate: {exc}", file=sys.stderr)
+        return 2
+    try:
         with open(args.scenario, encoding="utf-8") as handle:
-            objects = _objects(yaml.safe_load_all(handle))
+            # libyaml's loader when present: snapshots of real clusters run to many megabytes.
+            objects = _objects(yaml.load_all(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
     except (OSError, yaml.YAMLError) as exc:
         print(f"kubenexus simulate: cannot read {args.scenario}: {exc}", file=sys.stderr)
         return 2
-    cycle, ungated = simulate(objects, config, _now(args.now))
+    except ScenarioError as exc:
+        print(f"kubenexus simulate: {args.scenario}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        cycle, ungated = simulate(objects, config, now)
+    except ScenarioError as exc:
+        print(f"kubenexus simulate: {args.scenario}: {exc}", file=sys.stderr)
+        return 2
     result = report(cycle, ungated)
     print(json.dumps(result, indent=2) if args.json else _text(result))
     return 0

@@ -132,3 +132,9 @@ def test_a_changed_pod_fails_the_patch_instead_of_being_undone(change):
         current["spec"]["schedulingGates"] = [{"name": GATE}]
     with pytest.raises(jsonpatch.JsonPatchTestFailed):
         jsonpatch.apply_patch(current, patch)
+
+
+def test_without_pinning_the_planned_node_is_still_recorded():
+    after = jsonpatch.apply_patch(gated_pod(), release_patch(gated_pod(), "n1", pin=False))
+    assert "affinity" not in after["spec"] and "schedulingGates" not in after["spec"]
+    assert after["metadata"]["annotations"][PLANNED] == "n1"

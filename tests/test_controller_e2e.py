@@ -1,0 +1,491 @@
+"""End-to-end gate controller on the local cluster: webhook gates, controller releases, scheduler binds.
+
+One local cluster (apiserver, scheduler, kubelet, emulated operators) with the real webhook registered, and a
+small fixed node list so that capacity decides: three CPU nodes of 4 cpu (``pool=cpu``) and two GPU nodes of
+4 ``nvidia.com/gpu`` each, tainted so that only GPU workloads land there. Each test runs in its own namespace,
+starts its own gate controller(s) under the controller's service-account identity (the validating webhook lets
+only that identity remove the gate), and checks the pods as stored, events and the Lease through the API.
+
+Expectations come from the scenario (sizes, requests and node capacities chosen here), never from the product:
+what the controller must do is issue 4, "Tests (in make test)", second bullet.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+from kubernetes.client import ApiException
+
+from cluster.local import LocalCluster, NodeSpec
+from controller.run import Controller
+from gang.config import Config
+from gang.objects import new_api_client
+from kubenexus.local_webhook import LocalWebhook, register
+from tests.conftest import wait_for
+from tests.contract import CONTROLLER, GATE, GROUP, OPT_IN
+from tests.test_cluster_e2e import Kube, spark_app
+
+Obj = dict[str, Any]
+TIMEOUT = 20.0  # every bounded wait
+SETTLE = 1.5  # something that has not happened after this long (several decision passes) is held back
+WEBHOOK_IDENTITY = "system:serviceaccount:kubenexus-system:kubenexus-webhook"
+PLANNED = "scheduling.kubenexus.io/planned-node"
+OPTED_IN = {OPT_IN: "true"}
+IMAGE = "registry.example.com/ml/train:1.0"
+GPU = "nvidia.com/gpu"
+GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
+GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
+JOB_NAME = "training.kubeflow.org/job-name"
+LEASE = ("kubenexus-system", "kubenexus-controller")  # the controller's Lease (namespace, name)
+ROOTS = [("kubeflow.org", "v1", "pytorchjobs"), ("sparkoperator.k8s.io", "v1beta2", "sparkapplications")]
+
+CPU_NODES = [f"cpu-{i}" for i in range(3)]
+GPU_NODES = [f"gpu-{i}" for i in range(2)]
+NODES = [NodeSpec(n, cpu="4", memory="16Gi", labels=(("pool", "cpu"),)) for n in CPU_NODES] + [
+    NodeSpec(n, cpu="8", memory="32Gi", extra=((GPU, "4"),), labels=(("pool", "gpu"),), taints=(GPU_TAINT,))
+    for n in GPU_NODES]
+
+
+# --- root objects ------------------------------------------------------------------------------------------------
+
+
+def torch_job(name: str, workers: int, cpu: str, memory: str = "256Mi", gpus: int = 0) -> Obj:
+    """An opted-in PyTorchJob: 1 master + ``workers`` workers, every pod requesting the same."""
+    requests: Obj = {"cpu": cpu, "memory": memory}
+    resources: Obj = {"requests": requests}
+    spec: Obj = {"containers": [{"name": "pytorch", "image": IMAGE, "resources": resources}]}
+    if gpus:
+        requests[GPU] = str(gpus)
+        resources["limits"] = {GPU: str(gpus)}  # extended resources: limits = requests
+        spec.update(tolerations=[GPU_TOLERATION], nodeSelector={"pool": "gpu"})
+    else:
+        spec["nodeSelector"] = {"pool": "cpu"}
+
+    def replica(count: int) -> Obj:
+        return {"replicas": count, "restartPolicy": "OnFailure", "template": {"spec": json.loads(json.dumps(spec))}}
+
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": name, "annotations": dict(OPTED_IN)},
+            "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(workers)}}}
+
+
+# --- pods as stored ----------------------------------------------------------------------------------------------
+
+
+def name_of(pod: Obj) -> str:
+    return str(pod["metadata"]["name"])
+
+
+def gated(pod: Obj) -> bool:
+    return GATE in [g.get("name") for g in pod["spec"].get("schedulingGates") or []]
+
+
+def running(pod: Obj) -> bool:
+    return bool(pod["spec"].get("nodeName")) and (pod.get("status") or {}).get("phase") == "Running"
+
+
+def planned(pod: Obj) -> str | None:
+    return (pod["metadata"].get("annotations") or {}).get(PLANNED)
+
+
+def pins(pod: Obj) -> list[list[str]]:
+    """For every required node-affinity term, the node names its ``matchFields`` metadata.name In pins to."""
+    required = (((pod["spec"].get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    return [[v for f in term.get("matchFields") or [] if f.get("key") == "metadata.name" and f.get("operator") == "In"
+             for v in f.get("values") or []]
+            for term in required.get("nodeSelectorTerms") or []]
+
+
+def assert_released_onto_plan(pod: Obj) -> str:
+    """Released, bound to the node its planned-node annotation names, and pinned there; returns the node."""
+    where, node = name_of(pod), pod["spec"].get("nodeName")
+    assert not gated(pod), f"{where} still gated"
+    assert node, f"{where} not bound"
+    assert planned(pod) == node, f"{where}: planned-node {planned(pod)!r}, bound to {node!r}"
+    terms = pins(pod)
+    assert terms and all(t == [node] for t in terms), f"{where}: pinned {terms}, bound to {node!r}"
+    return str(node)
+
+
+def job_pods(pods: list[Obj], job: str) -> list[Obj]:
+    return [p for p in pods if (p["metadata"].get("labels") or {}).get(JOB_NAME) == job]
+
+
+def events(kube: Kube, ns: str, kind: str, name: str, reason: str) -> list[str]:
+    items = json.loads(kube.core.list_namespaced_event(ns, _preload_content=False).data)["items"]
+    return [e.get("message", "") for e in items if e.get("reason") == reason
+            and (e.get("involvedObject") or {}).get("kind") == kind and e["involvedObject"].get("name") == name]
+
+
+def all_events(kube: Kube, ns: str) -> list[tuple[str, str, str, str]]:
+    items = json.loads(kube.core.list_namespaced_event(ns, _preload_content=False).data)["items"]
+    return [(e["involvedObject"].get("kind"), e["involvedObject"].get("name"), e.get("reason"), e.get("message"))
+            for e in items]
+
+
+def wait_event(kube: Kube, ns: str, kind: str, name: str, reason: str) -> list[str]:
+    return wait_for(lambda: events(kube, ns, kind, name, reason), TIMEOUT,
+                    lambda: f"a {reason} event on {kind} {name}; events: {all_events(kube, ns)}")
+
+
+def wait_pods(kube: Kube, ns: str, check: Callable[[list[Obj]], bool], what: str, selector: str = "") -> list[Obj]:
+    seen: list[Obj] = []
+
+    def done() -> bool:
+        nonlocal seen
+        seen = kube.pods(ns, selector)
+        return check(seen)
+
+    wait_for(done, TIMEOUT, lambda: f"{what}; pods: {describe(seen)}")
+    return seen
+
+
+def describe(pods: list[Obj]) -> list[tuple[str, str, str | None, bool]]:
+    return [(name_of(p), (p.get("status") or {}).get("phase", "Pending"), p["spec"].get("nodeName"), gated(p))
+            for p in pods]
+
+
+def all_running(count: int) -> Callable[[list[Obj]], bool]:
+    return lambda pods: len(pods) == count and all(running(p) for p in pods)
+
+
+def all_gated(count: int) -> Callable[[list[Obj]], bool]:
+    return lambda pods: len(pods) == count and all(gated(p) for p in pods)
+
+
+def stays(check: Callable[[], bool], what: str | Callable[[], str], seconds: float = SETTLE) -> None:
+    """``check`` holds throughout ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert check(), what() if callable(what) else what
+        time.sleep(0.05)
+
+
+def mark_succeeded(kube: Kube, ns: str, pods: list[Obj]) -> None:
+    """The kubelet's report that the pods' containers exited 0: they are terminal and hold nothing any more."""
+    for pod in pods:
+        status = {"phase": "Succeeded", "conditions": [{"type": "Ready", "status": "False"}],
+                  "containerStatuses": [{"name": c["name"], "ready": False, "restartCount": 0, "image": "",
+                                         "imageID": "", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}
+                                        for c in pod["spec"]["containers"]]}
+        kube.core.patch_namespaced_pod_status(name_of(pod), ns, {"status": status},
+                                              _content_type="application/merge-patch+json")
+
+
+# --- cluster, webhook, controllers -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(nodes=list(NODES), workdir=str(tmp_path_factory.mktemp("controller-e2e"))) as running_:
+        running_.run_components()
+        yield running_
+
+
+@pytest.fixture(scope="module")
+def kube(cluster: LocalCluster, workdir: Any, tls: Any) -> Iterator[Kube]:
+    """The admin client, with ``kubenexus webhook`` (default settings) running and registered for pod admission."""
+    hook = LocalWebhook(workdir, tls, cluster.add_user(WEBHOOK_IDENTITY), {})
+    try:
+        hook.wait_ready()
+        api = Kube(config.new_client_from_config(cluster.kubeconfig))
+        register(client.AdmissionregistrationV1Api(api.api_client), hook)
+        try:  # where the controller is deployed, and keeps its Lease
+            api.core.create_namespace({"metadata": {"name": LEASE[0]}})
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+        yield api
+    finally:
+        hook.stop()
+
+
+@pytest.fixture(scope="module")
+def controller_kubeconfig(cluster: LocalCluster) -> str:
+    return cluster.add_user(CONTROLLER)
+
+
+@pytest.fixture
+def controllers(controller_kubeconfig: str) -> Iterator[Callable[..., Controller]]:
+    """Start a gate controller as the controller's service account; every one is stopped after the test."""
+    started: list[Controller] = []
+
+    def start(**options: Any) -> Controller:
+        controller = Controller(new_api_client(controller_kubeconfig, 32, 3), Config(), port=0, **options)
+        started.append(controller.start())
+        return controller
+
+    yield start
+    for controller in started:
+        controller.stop()
+
+
+@pytest.fixture
+def controller_api(controller_kubeconfig: str) -> client.CoreV1Api:
+    """The controller's identity, for writing a release by hand."""
+    return client.CoreV1Api(new_api_client(controller_kubeconfig, 4, 0))
+
+
+@pytest.fixture
+def ns(kube: Kube) -> Iterator[str]:
+    """A fresh namespace; afterwards its roots and pods are deleted, so the next test starts on empty nodes."""
+    name = kube.namespace()
+    yield name
+    for group, version, plural in ROOTS:
+        for obj in kube.custom.list_namespaced_custom_object(group, version, name, plural)["items"]:
+            kube.custom.delete_namespaced_custom_object(group, version, name, plural, obj["metadata"]["name"])
+
+    def gone() -> bool:
+        pods = kube.pods(name)
+        for pod in pods:
+            try:
+                kube.core.delete_namespaced_pod(name_of(pod), name, grace_period_seconds=0)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+        return not pods
+
+    wait_for(gone, TIMEOUT, f"the pods of {name} to be gone")
+
+
+# --- 1. Spark: 10 executors ---------------------------------------------------------------------------------------
+
+
+def test_spark_application_with_ten_executors_starts_whole(kube: Kube, ns: str,
+                                                           controllers: Callable[..., Controller]) -> None:
+    """Driver + 10 executors of 1 cpu each on three 4-cpu nodes: 11 of 12 cpu, so the plan spans all three nodes
+    and the executors, which only the running driver creates (in two batches of 5, 2 s apart), go into room kept
+    for them: a 2-cpu gang submitted between the batches would fit in the reserved room, never in the 1 cpu left."""
+    controllers()
+    app = spark_app("pi", OPTED_IN)
+    app["spec"]["driver"].update(coreRequest="1", memory="512m")  # 1 cpu, 512 + 384 MiB
+    app["spec"]["executor"].update(instances=10, coreRequest="1", memory="2g")  # 1 cpu, 2048 + 384 MiB each
+    app["spec"]["sparkConf"] = {"spark.kubernetes.allocation.batch.size": "5",
+                                "spark.kubernetes.allocation.batch.delay": "2s"}
+    kube.create(ns, app)
+
+    # the driver is released, runs, and creates the first batch of executors
+    wait_pods(kube, ns, lambda pods: any(running(p) for p in pods if name_of(p) == "pi-driver") and len(pods) >= 6,
+              "the driver running and the first executor batch")
+    kube.create(ns, torch_job("intruder", 1, "1"))  # 2 x 1 cpu, created after the Spark gang's plan was made
+
+    def spark_whole(pods: list[Obj]) -> bool:
+        assert all(gated(p) for p in job_pods(pods, "intruder")), f"intruder released into reserved room: " \
+            f"{describe(pods)}"
+        return sum(1 for p in pods if JOB_NAME not in p["metadata"]["labels"] and running(p)) == 11
+
+    spark = wait_pods(kube, ns, spark_whole, "driver and 10 executors running")
+    spark = [p for p in spark if JOB_NAME not in p["metadata"]["labels"]]
+    assert len(spark) == 11, describe(spark)
+    assert sum(1 for p in spark if p["metadata"]["labels"].get("spark-role") == "executor") == 10, describe(spark)
+    nodes = [assert_released_onto_plan(p) for p in spark]
+    assert set(nodes) == set(CPU_NODES), f"11 one-cpu pods on 4-cpu nodes need all three: {sorted(nodes)}"
+    assert all(nodes.count(n) <= 4 for n in CPU_NODES), sorted(nodes)
+    assert wait_event(kube, ns, "SparkApplication", "pi", "GangReleased")
+
+    # the intruder would have taken room kept for the executors: it waits, gated, and says why
+    intruder = kube.pods(ns, f"{JOB_NAME}=intruder")
+    assert len(intruder) == 2 and all(gated(p) and not p["spec"].get("nodeName") for p in intruder), \
+        describe(intruder)
+    assert wait_event(kube, ns, "PyTorchJob", "intruder", "GangInsufficientCapacity")
+    stays(lambda: all(gated(p) for p in kube.pods(ns, f"{JOB_NAME}=intruder")),
+          "the intruder must stay gated: only 1 cpu is free")
+
+
+# --- 2. two PyTorchJobs that each need every GPU ------------------------------------------------------------------
+
+
+def test_two_pytorchjobs_competing_for_all_gpus_never_deadlock(kube: Kube, ns: str,
+                                                               controllers: Callable[..., Controller]) -> None:
+    """Each job: master + 3 workers x 2 GPU = 8 GPU = every GPU of the cluster. One runs whole, the other waits
+    fully gated (never one member of each ungated), and starts whole once the first has completed."""
+    controllers()
+    jobs = ("alpha", "beta")
+    for job in jobs:
+        kube.create(ns, torch_job(job, 3, "500m", "1Gi", gpus=2))
+
+    first = ""
+
+    def one_job_whole() -> bool:
+        nonlocal first
+        pods = kube.pods(ns)
+        ungated = {job for job in jobs if any(not gated(p) for p in job_pods(pods, job))}
+        assert len(ungated) <= 1, f"members of both jobs ungated at once: {describe(pods)}"
+        whole = [job for job in jobs if all_running(4)(job_pods(pods, job))]
+        if whole:
+            first = whole[0]
+        return bool(whole)
+
+    wait_for(one_job_whole, TIMEOUT, "one PyTorchJob running whole")
+    second = next(job for job in jobs if job != first)
+    pods = kube.pods(ns)
+    gpu_nodes = [assert_released_onto_plan(p) for p in job_pods(pods, first)]
+    assert sorted(gpu_nodes) == sorted(GPU_NODES * 2), f"2 GPU pods on each 4-GPU node: {gpu_nodes}"
+
+    # the second waits, fully gated, and tells why
+    wait_pods(kube, ns, all_gated(4), f"{second}: all 4 members present and gated", f"{JOB_NAME}={second}")
+    assert wait_event(kube, ns, "PyTorchJob", second, "GangInsufficientCapacity")
+    stays(lambda: all_gated(4)(kube.pods(ns, f"{JOB_NAME}={second}")) and one_job_whole(),
+          f"{second} must stay fully gated while {first} holds every GPU")
+
+    # the first completes: the second starts whole, on the GPUs the first held
+    mark_succeeded(kube, ns, job_pods(kube.pods(ns), first))
+    pods = wait_pods(kube, ns, all_running(4), f"{second} running whole", f"{JOB_NAME}={second}")
+    assert sorted(assert_released_onto_plan(p) for p in pods) == sorted(GPU_NODES * 2)
+    assert wait_event(kube, ns, "PyTorchJob", second, "GangReleased")
+
+
+# --- 3. a restart in the middle of a release ----------------------------------------------------------------------
+
+
+def release_by_hand(api: client.CoreV1Api, pod: Obj, node: str) -> None:
+    """What the controller writes for one member: gate off, pinned to ``node``, planned-node recorded."""
+    patch = [{"op": "test", "path": "/metadata/uid", "value": pod["metadata"]["uid"]},
+             {"op": "test", "path": "/spec/schedulingGates", "value": pod["spec"]["schedulingGates"]},
+             {"op": "remove", "path": "/spec/schedulingGates"},
+             {"op": "add", "path": "/spec/affinity", "value": {"nodeAffinity": {
+                 "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                     {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}},
+             {"op": "add", "path": "/metadata/annotations/" + PLANNED.replace("/", "~1"), "value": node}]
+    api.patch_namespaced_pod(name_of(pod), pod["metadata"]["namespace"], patch,
+                             _content_type="application/json-patch+json")
+
+
+def test_restart_finishes_a_half_released_gang_before_anything_else(
+        kube: Kube, ns: str, controllers: Callable[..., Controller], controller_api: client.CoreV1Api) -> None:
+    """Gang "big" (6 x 2 cpu = all 12 cpu, 2 per node) was half released by a controller that then died: 3 members
+    run on cpu-0 (2) and cpu-1 (1). Gang "small" (2 x 2 cpu), older, would fit in the 6 cpu still free, but those
+    are owed to big's other 3 members. A fresh controller must complete big first and keep small gated."""
+    kube.create(ns, torch_job("small", 1, "2"))
+    wait_pods(kube, ns, all_gated(2), "small: 2 gated members")
+    time.sleep(1.1)  # creationTimestamp has whole seconds: small is strictly older, so it ranks first by age
+    kube.create(ns, torch_job("big", 5, "2"))
+    big = wait_pods(kube, ns, all_gated(6), "big: 6 gated members", f"{JOB_NAME}=big")
+    small = kube.pods(ns, f"{JOB_NAME}=small")
+    assert max(p["metadata"]["creationTimestamp"] for p in small) < min(p["metadata"]["creationTimestamp"] for p in big)
+
+    by_name = {name_of(p): p for p in big}
+    half = {"big-master-0": "cpu-0", "big-worker-0": "cpu-0", "big-worker-1": "cpu-1"}
+    for name, node in half.items():
+        release_by_hand(controller_api, by_name[name], node)
+    wait_pods(kube, ns, lambda pods: sum(1 for p in pods if running(p)) == 3, "the hand-released half running",
+              f"{JOB_NAME}=big")
+    assert all(gated(p) for p in kube.pods(ns, f"{JOB_NAME}=small")), "nothing may release small yet"
+
+    controllers()
+
+    def big_whole_small_gated(pods: list[Obj]) -> bool:
+        small = job_pods(pods, "small")
+        assert len(small) == 2 and all(gated(p) for p in small), f"small released into big's room: {describe(pods)}"
+        return all_running(6)(job_pods(pods, "big"))
+
+    wait_pods(kube, ns, big_whole_small_gated, "big running whole")
+    big = kube.pods(ns, f"{JOB_NAME}=big")
+    nodes = {name_of(p): assert_released_onto_plan(p) for p in big}
+    assert {n: nodes[n] for n in half} == half, nodes
+    assert sorted(nodes.values()) == sorted(CPU_NODES * 2), f"6 x 2 cpu on 3 x 4 cpu: 2 per node, got {nodes}"
+    small = kube.pods(ns, f"{JOB_NAME}=small")
+    assert all(gated(p) for p in small), f"small was released into big's room: {describe(small)}"
+    assert wait_event(kube, ns, "PyTorchJob", "small", "GangInsufficientCapacity")
+    stays(lambda: all(gated(p) for p in kube.pods(ns, f"{JOB_NAME}=small")), "small must stay gated: no cpu is free")
+
+    # small really fits once big has completed: it was held for capacity, not for anything else
+    mark_succeeded(kube, ns, big)
+    small = wait_pods(kube, ns, all_running(2), "small running once big completed", f"{JOB_NAME}=small")
+    for pod in small:
+        assert_released_onto_plan(pod)
+
+
+def test_controller_killed_mid_release_is_completed_by_the_next(kube: Kube, ns: str,
+                                                                 controllers: Callable[..., Controller]) -> None:
+    """A 30-member gang; the controller is stopped as soon as the first gate is gone (it may or may not have
+    finished by then); the next controller completes the release, every member pinned to its planned node."""
+    first = controllers()
+    kube.create(ns, torch_job("wide", 29, "100m", "64Mi"))
+    pods = wait_for(lambda: [p for p in kube.pods(ns) if not gated(p)] and kube.pods(ns), TIMEOUT,
+                    "the first gate removed")
+    first.stop()
+    released_at_kill = sum(1 for p in kube.pods(ns) if not gated(p))
+    assert 1 <= released_at_kill <= 30, describe(pods)
+    controllers()
+    pods = wait_pods(kube, ns, all_running(30), f"30 members running (the first controller had released "
+                     f"{released_at_kill})")
+    for pod in pods:
+        assert_released_onto_plan(pod)
+
+
+# --- 4. leader failover --------------------------------------------------------------------------------------------
+
+
+def test_leader_failover_between_two_replicas(kube: Kube, ns: str, controllers: Callable[..., Controller]) -> None:
+    """Two replicas with a 2 s lease: one leads (and holds the Lease) and releases a gang; once it stops, the other
+    takes the Lease over and releases the next gang."""
+    suffix = uuid.uuid4().hex[:6]
+    replicas = [controllers(leader_elect=True, identity=f"{who}-{suffix}", lease=(2.0, 1.5, 0.2))
+                for who in ("a", "b")]
+    identities = {id(c): f"{who}-{suffix}" for c, who in zip(replicas, ("a", "b"), strict=True)}
+    leases = client.CoordinationV1Api(kube.api_client)
+
+    def holder() -> str:
+        return str(leases.read_namespaced_lease(LEASE[1], LEASE[0]).spec.holder_identity or "")
+
+    def single_leader() -> Controller | None:
+        leading = [c for c in replicas if c.leading]
+        assert len(leading) <= 1, "two replicas lead at once"
+        return leading[0] if leading else None
+
+    leader = wait_for(single_leader, TIMEOUT, "one replica leading")
+    stays(lambda: single_leader() is leader, "leadership must stay with one replica", 1.0)
+    assert holder() == identities[id(leader)]
+
+    kube.create(ns, torch_job("before", 2, "100m", "64Mi"))
+    for pod in wait_pods(kube, ns, all_running(3), "the first gang running", f"{JOB_NAME}=before"):
+        assert_released_onto_plan(pod)
+
+    leader.stop()
+    standby = next(c for c in replicas if c is not leader)
+    wait_for(lambda: standby.leading, TIMEOUT, "the standby to take over")
+    assert not leader.leading
+    wait_for(lambda: holder() == identities[id(standby)], TIMEOUT, "the Lease to name the new leader")
+
+    kube.create(ns, torch_job("after", 2, "100m", "64Mi"))
+    for pod in wait_pods(kube, ns, all_running(3), "the second gang running", f"{JOB_NAME}=after"):
+        assert_released_onto_plan(pod)
+    assert holder() == identities[id(standby)]
+
+
+# --- 5. a member deleted from a running gang -----------------------------------------------------------------------
+
+
+def test_deleted_member_is_replaced_into_its_slot(kube: Kube, ns: str,
+                                                  controllers: Callable[..., Controller]) -> None:
+    """Master + 3 workers x 2 cpu on three 4-cpu nodes. A deleted worker is recreated by the operator under the same
+    name, gated by the webhook, and released onto the node its predecessor held (its slot), the others untouched."""
+    controllers()
+    kube.create(ns, torch_job("resnet", 3, "2"))
+    pods = wait_pods(kube, ns, all_running(4), "the gang running whole")
+    before = {name_of(p): (p["metadata"]["uid"], assert_released_onto_plan(p)) for p in pods}
+    victim = "resnet-worker-1"
+    old_uid, old_node = before[victim]
+
+    kube.core.delete_namespaced_pod(victim, ns)
+
+    def replaced(pods: list[Obj]) -> bool:
+        return any(name_of(p) == victim and p["metadata"]["uid"] != old_uid for p in pods)
+
+    pods = wait_pods(kube, ns, replaced, f"{victim} recreated")
+    [new] = [p for p in pods if name_of(p) == victim]
+    assert (new["metadata"].get("labels") or {}).get(GROUP) == "resnet", "the replacement joins the gang"
+    pods = wait_pods(kube, ns, all_running(4), "the replacement running")
+    [new] = [p for p in pods if name_of(p) == victim]
+    assert new["metadata"]["uid"] != old_uid
+    assert assert_released_onto_plan(new) == old_node, f"replacement not in its predecessor's slot on {old_node}"
+    assert {name_of(p): (p["metadata"]["uid"], p["spec"]["nodeName"]) for p in pods if name_of(p) != victim} == \
+        {n: v for n, v in before.items() if n != victim}

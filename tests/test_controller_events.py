@@ -1,0 +1,237 @@
+"""The event recorder against the local cluster's core/v1 Events, with an injected clock for its intervals."""
+
+from __future__ import annotations
+
+import datetime
+import re
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+
+from cluster.http import write_kubeconfig
+from cluster.local import LocalCluster, NodeSpec
+from controller.events import EventRecorder
+from kubenexus.local_webhook import free_port
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    with LocalCluster(nodes=[NodeSpec("node-a")]) as local:
+        yield local
+
+
+@pytest.fixture(scope="module")
+def api(cluster: LocalCluster) -> Iterator[client.ApiClient]:
+    api_client = config.new_client_from_config(cluster.kubeconfig)
+    yield api_client
+    api_client.close()
+
+
+@pytest.fixture
+def core(api: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api)
+
+
+@pytest.fixture
+def pod(core: client.CoreV1Api) -> dict[str, Any]:
+    """An ObjectReference to a pod in a fresh namespace."""
+    ns = f"ev-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": ns}})
+    created = core.create_namespaced_pod(ns, {"metadata": {"name": "spark-pi-driver"}, "spec": {
+        "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}]}})
+    return {"apiVersion": "v1", "kind": "Pod", "name": "spark-pi-driver", "namespace": ns,
+            "uid": created.metadata.uid}
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def recorders(api: client.ApiClient, clock: FakeClock) -> Iterator[Any]:
+    made: list[EventRecorder] = []
+
+    def make(api_client: client.ApiClient = api, **options: Any) -> EventRecorder:
+        made.append(EventRecorder(api_client, clock=clock, **options))
+        return made[-1]
+
+    yield make
+    for recorder in made:
+        recorder.close(timeout=1)
+
+
+def events_about(core: client.CoreV1Api, ref: dict[str, Any]) -> list[client.CoreV1Event]:
+    namespace = ref.get("namespace") or "default"
+    return core.list_namespaced_event(namespace, field_selector=f"involvedObject.uid={ref['uid']}").items
+
+
+def test_an_event_carries_the_reference_reason_message_type_and_source(core: client.CoreV1Api, pod: dict[str, Any],
+                                                                       recorders: Any) -> None:
+    recorder = recorders()
+    recorder.record(pod, "Warning", "GangWaiting", "2 of 4 members fit")
+    assert recorder.flush(5)
+    [event] = events_about(core, pod)
+    assert re.fullmatch(r"spark-pi-driver\.[0-9a-f]{16}", event.metadata.name), event.metadata.name
+    assert event.metadata.namespace == pod["namespace"]
+    involved = event.involved_object
+    assert (involved.api_version, involved.kind, involved.name, involved.namespace, involved.uid) == (
+        "v1", "Pod", "spark-pi-driver", pod["namespace"], pod["uid"])
+    assert (event.type, event.reason, event.message, event.count) == ("Warning", "GangWaiting", "2 of 4 members fit", 1)
+    assert event.source.component == "kubenexus-controller"
+    assert event.first_timestamp == event.last_timestamp
+    assert abs(event.first_timestamp - datetime.datetime.now(datetime.UTC)) < datetime.timedelta(seconds=5)
+    assert recorder.dropped == 0
+
+
+def test_an_event_about_a_cluster_scoped_object_goes_to_the_default_namespace(core: client.CoreV1Api,
+                                                                             recorders: Any) -> None:
+    node = {"apiVersion": "v1", "kind": "Node", "name": "node-a", "uid": str(uuid.uuid4())}
+    recorder = recorders(component="gate-test")
+    recorder.record(node, "Normal", "CapacityChanged", "node-a has room again")
+    assert recorder.flush(5)
+    [event] = events_about(core, node)
+    assert event.metadata.namespace == "default" and event.involved_object.namespace is None
+    assert event.source.component == "gate-test"
+
+
+def test_identical_events_within_the_interval_are_written_once(core: client.CoreV1Api, pod: dict[str, Any],
+                                                               clock: FakeClock, recorders: Any) -> None:
+    recorder = recorders(repeat_interval=60)
+    for _ in range(3):
+        recorder.record(pod, "Warning", "GangWaiting", "2 of 4 members fit")
+        clock.now += 10
+    recorder.record(pod, "Warning", "GangWaiting", "3 of 4 members fit")  # another message: another event
+    assert recorder.flush(5)
+    assert sorted((e.message, e.count) for e in events_about(core, pod)) == [
+        ("2 of 4 members fit", 1), ("3 of 4 members fit", 1)]
+    assert recorder.dropped == 0
+
+
+def test_a_repeat_after_the_interval_counts_up_the_same_event(core: client.CoreV1Api, pod: dict[str, Any],
+                                                              clock: FakeClock, recorders: Any) -> None:
+    recorder = recorders(repeat_interval=60)
+    recorder.record(pod, "Warning", "GangWaiting", "2 of 4 members fit")
+    assert recorder.flush(5)
+    [first] = events_about(core, pod)
+
+    clock.now += 61
+    time.sleep(1.05)  # lastTimestamp has whole seconds: let it move
+    recorder.record(pod, "Warning", "GangWaiting", "2 of 4 members fit")
+    assert recorder.flush(5)
+    [second] = events_about(core, pod)
+    assert second.metadata.name == first.metadata.name and second.count == 2
+    assert second.first_timestamp == first.first_timestamp and second.last_timestamp > first.last_timestamp
+
+    # Suppressed occurrences still count: count is how often it happened, not how often it was written.
+    recorder.record(pod, "Warning", "GangWaiting", "2 of 4 members fit")
+    recorder.record(pod, "Warning", "GangWaiting", "2 of 4 members fit")
+    clock.now += 61
+    recorder.record(pod, "Warning", "GangWaiting", "2 of 4 members fit")
+    assert recorder.flush(5)
+    [third] = events_about(core, pod)
+    assert third.metadata.name == first.metadata.name and third.count == 5
+
+
+def test_a_repeat_of_a_deleted_event_creates_it_again(core: client.CoreV1Api, pod: dict[str, Any], clock: FakeClock,
+                                                      recorders: Any) -> None:
+    recorder = recorders(repeat_interval=60)
+    recorder.record(pod, "Normal", "GangReleased", "all 4 members fit")
+    assert recorder.flush(5)
+    [first] = events_about(core, pod)
+    core.delete_namespaced_event(first.metadata.name, pod["namespace"])  # as the apiserver's event TTL does
+
+    clock.now += 61
+    recorder.record(pod, "Normal", "GangReleased", "all 4 members fit")
+    assert recorder.flush(5)
+    [again] = events_about(core, pod)
+    assert again.metadata.name == first.metadata.name and again.count == 2
+    assert recorder.dropped == 0
+
+
+def test_events_beyond_the_burst_are_dropped_until_tokens_refill(core: client.CoreV1Api, pod: dict[str, Any],
+                                                                 clock: FakeClock, recorders: Any) -> None:
+    drops: list[None] = []
+    recorder = recorders(burst=3, per_second=0.5, on_dropped=lambda: drops.append(None))
+    for i in range(5):
+        recorder.record(pod, "Normal", "Attempt", f"attempt {i}")
+    assert recorder.flush(5)
+    assert sorted(e.message for e in events_about(core, pod)) == ["attempt 0", "attempt 1", "attempt 2"]
+    assert recorder.dropped == 2 and len(drops) == 2
+
+    clock.now += 1.9  # 0.95 tokens: still nothing
+    recorder.record(pod, "Normal", "Attempt", "attempt 5")
+    clock.now += 0.2  # one token
+    recorder.record(pod, "Normal", "Attempt", "attempt 6")
+    assert recorder.flush(5)
+    assert sorted(e.message for e in events_about(core, pod)) == ["attempt 0", "attempt 1", "attempt 2", "attempt 6"]
+    assert recorder.dropped == 3 and len(drops) == 3
+
+
+def test_the_rate_limit_is_per_object_so_one_chatty_object_starves_no_other(
+        core: client.CoreV1Api, pod: dict[str, Any], recorders: Any) -> None:
+    recorder = recorders(burst=2, per_second=0.001)
+    other = {**pod, "name": pod["name"] + "-other", "uid": str(pod.get("uid", "")) + "-other"}
+    for i in range(4):
+        recorder.record(pod, "Normal", "Attempt", f"attempt {i}")
+    recorder.record(other, "Normal", "Attempt", "other attempt")
+    assert recorder.flush(5)
+    assert sorted(e.message for e in events_about(core, pod)) == ["attempt 0", "attempt 1"]
+    assert [e.message for e in events_about(core, other)] == ["other attempt"]
+    assert recorder.dropped == 2
+
+
+def test_close_writes_what_is_queued_and_drops_what_comes_after(core: client.CoreV1Api, pod: dict[str, Any],
+                                                                recorders: Any) -> None:
+    recorder = recorders()
+    for i in range(3):
+        recorder.record(pod, "Normal", "Attempt", f"attempt {i}")
+    recorder.close(timeout=5)
+    recorder.record(pod, "Normal", "Attempt", "after close")
+    assert len(events_about(core, pod)) == 3
+    assert recorder.dropped == 1
+
+
+def test_an_unreachable_api_or_a_bad_reference_never_raises(cluster: LocalCluster, pod: dict[str, Any],
+                                                           tmp_path: Any, recorders: Any) -> None:
+    kubeconfig = write_kubeconfig(str(tmp_path / "kubeconfig"), f"https://127.0.0.1:{free_port()}", cluster.ca_cert,
+                                  "no-token")
+    unreachable = config.new_client_from_config(kubeconfig)
+    recorder = recorders(unreachable)
+    recorder.record(pod, "Warning", "GangWaiting", "2 of 4 members fit")
+    recorder.record(None, "Warning", "GangWaiting", "no reference at all")  # type: ignore[arg-type]
+    assert recorder.flush(10)
+    assert recorder.dropped == 2
+    unreachable.close()
+
+
+def test_a_hung_api_never_blocks_the_caller(cluster: LocalCluster, pod: dict[str, Any], tmp_path: Any,
+                                            recorders: Any) -> None:
+    with socket.socket() as hung:  # accepts connections (the kernel's backlog), never answers
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(16)
+        kubeconfig = write_kubeconfig(str(tmp_path / "kubeconfig"), f"https://127.0.0.1:{hung.getsockname()[1]}",
+                                      cluster.ca_cert, "token")
+        recorder = recorders(config.new_client_from_config(kubeconfig), queue_size=2, request_timeout=0.3)
+        began = time.monotonic()
+        for i in range(10):
+            recorder.record(pod, "Normal", "Attempt", f"attempt {i}")
+        assert time.monotonic() - began < 0.1
+        assert recorder.dropped == 8, "two queued (or one of them being written), the rest dropped"
+        assert not recorder.flush(0.1)
+        began = time.monotonic()
+        recorder.close(timeout=0.1)
+        assert time.monotonic() - began < 0.5
