@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import queue
+import signal
 import socket
 import threading
 import time
@@ -140,6 +141,10 @@ class Controller:
         while not self._stop.wait(1.0):
             pass
         return self._lost.is_set()
+
+    def request_stop(self) -> None:
+        """Ask ``wait()`` to return (safe from a signal handler)."""
+        self._stop.set()
 
     def stop(self) -> None:
         self._stop.set()
@@ -330,10 +335,10 @@ class Controller:
 
 def run_controller(config: Config, api_client: Any, *, leader_elect: bool, identity: str | None,
                    port: int | None) -> int:
-    controller = Controller(api_client, config, identity=identity, leader_elect=leader_elect, port=port).start()
-    try:
-        lost = controller.wait()
-    except KeyboardInterrupt:
-        lost = False
+    """Run until SIGTERM/SIGINT (exit 0, the Lease handed back) or a lost leadership (exit 1: restart me)."""
+    controller = Controller(api_client, config, identity=identity, leader_elect=leader_elect, port=port)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: controller.request_stop())
+    lost = controller.start().wait()
     controller.stop()
     return 1 if lost else 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -192,3 +193,12 @@ def load_config(path: str | None = None, env: Mapping[str, str] | None = None) -
         if found:
             values[attr] = parse(value, yaml_path)
     return Config(**values)
+
+
+def config_or_exit(path: str | None, prog: str = "kubenexus") -> Config:
+    """``load_config`` for commands: an invalid configuration ends the command with its message and exit code 2."""
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None

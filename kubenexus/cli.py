@@ -11,14 +11,10 @@ from kubenexus import demo, explain, simulate
 
 
 def _webhook(args: argparse.Namespace) -> int:
-    from gang.config import ConfigError, load_config
+    from gang.config import config_or_exit
     from webhook import logs, server
 
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    config = config_or_exit(args.config, "kubenexus webhook")
     logs.configure(config.log_level)
     server.serve(config, args.bind)
     return 0
@@ -26,15 +22,11 @@ def _webhook(args: argparse.Namespace) -> int:
 
 def _controller(args: argparse.Namespace) -> int:
     from controller.run import run_controller
-    from gang.config import ConfigError, load_config
+    from gang.config import config_or_exit
     from gang.objects import new_api_client
     from webhook import logs
 
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    config = config_or_exit(args.config, "kubenexus controller")
     logs.configure(config.log_level)
     client = new_api_client(args.kubeconfig or config.kubeconfig, pool_size=32, retries=3)
     port = config.controller_port if args.port is None else args.port

@@ -22,7 +22,7 @@ import yaml
 from controller.engine import Cycle, Engine
 from controller.owners import resolve, root_annotations
 from controller.state import ClusterState
-from gang.config import Config, ConfigError, load_config
+from gang.config import Config, config_or_exit
 from gang.objects import MemorySource
 
 Obj = dict[str, Any]
@@ -130,11 +130,7 @@ def _now(text: str | None) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        print(f"kubenexus simulate: {exc}", file=sys.stderr)
-        return 2
+    config = config_or_exit(args.config, "kubenexus simulate")
     try:
         now = _now(args.now)
     except ScenarioError as exc:

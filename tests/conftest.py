@@ -1,4 +1,5 @@
-"""Fixtures: the stub apiserver, generated TLS material, and running ``kubenexus webhook`` servers."""
+"""Fixtures: the stub apiserver, generated TLS material, running ``kubenexus webhook`` servers, and clients of a
+module's local cluster (the module defines ``cluster``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 
 import jsonpatch
 import pytest
+from kubernetes import client, config
 
 from certs.generate import generate
 from kubenexus.local_webhook import KUBENEXUS, LocalWebhook, free_port  # noqa: F401 (re-exported for tests)
@@ -85,6 +87,19 @@ def pod_request(pod: dict[str, Any], namespace: str, operation: str = "CREATE",
         "dryRun": False,
         "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
     }
+
+
+@pytest.fixture(scope="module")
+def api(cluster: Any) -> Iterator[client.ApiClient]:
+    """The admin client of the module's ``cluster`` fixture (a LocalCluster)."""
+    api_client = config.new_client_from_config(cluster.kubeconfig)
+    yield api_client
+    api_client.close()
+
+
+@pytest.fixture(scope="module")
+def core(api: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api)
 
 
 @pytest.fixture(scope="session")

@@ -42,18 +42,6 @@ def cluster() -> Iterator[LocalCluster]:
         yield local
 
 
-@pytest.fixture(scope="module")
-def api(cluster: LocalCluster) -> Iterator[client.ApiClient]:
-    api_client = config.new_client_from_config(cluster.kubeconfig)
-    yield api_client
-    api_client.close()
-
-
-@pytest.fixture(scope="module")
-def core(api: client.ApiClient) -> client.CoreV1Api:
-    return client.CoreV1Api(api)
-
-
 @pytest.fixture
 def ns(core: client.CoreV1Api) -> str:
     """A fresh namespace per test, so tests sharing the cluster never see each other's objects."""

@@ -5,10 +5,12 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
+import urllib.request
 
 from kubernetes import client, config
 
-from tests.conftest import KUBENEXUS
+from cluster.local import LocalCluster
+from tests.conftest import KUBENEXUS, free_port
 
 
 def test_cluster_serve_runs_until_interrupted_and_serves_its_kubeconfig(tmp_path):
@@ -66,3 +68,42 @@ def test_demo_shows_gated_gangs_and_the_job_that_did_not_opt_in():
     assert "is not opted in to gang scheduling" in out  # the webhook's reason for the job left alone
     assert "pod adhoc-report-driver is Running" in out
     assert time.monotonic() - started < 90
+
+
+def test_controller_serves_health_leads_and_hands_back_its_lease_on_sigterm(tmp_path):
+    with LocalCluster(workdir=str(tmp_path)) as cluster:
+        admin = config.new_client_from_config(cluster.kubeconfig)
+        client.CoreV1Api(admin).create_namespace({"metadata": {"name": "kubenexus-system"}})
+        kubeconfig = cluster.add_user("system:serviceaccount:kubenexus-system:kubenexus-controller")
+        port = free_port()
+        run = subprocess.Popen([KUBENEXUS, "controller", "--kubeconfig", kubeconfig, "--leader-elect",
+                                "--identity", "replica-a", "--port", str(port)], stderr=subprocess.PIPE, text=True)
+        try:
+            leases = client.CoordinationV1Api(admin)
+            deadline = time.monotonic() + 20
+            holder = None
+            while time.monotonic() < deadline and holder != "replica-a":
+                time.sleep(0.2)
+                try:
+                    lease = leases.read_namespaced_lease("kubenexus-controller", "kubenexus-system")
+                    holder = lease.spec.holder_identity
+                except client.ApiException:
+                    continue
+            assert holder == "replica-a"
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as response:
+                assert response.status == 200
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+                assert "kubenexus_controller_is_leader 1.0" in response.read().decode()
+        finally:
+            run.send_signal(signal.SIGTERM)
+            code = run.wait(timeout=20)
+        assert code == 0, run.stderr.read()
+        lease = leases.read_namespaced_lease("kubenexus-controller", "kubenexus-system")
+        assert not lease.spec.holder_identity, "the Lease is handed back on a clean shutdown"
+
+
+def test_controller_refuses_an_invalid_config(tmp_path):
+    bad = tmp_path / "config.yaml"
+    bad.write_text("controller:\n  starvationSeconds: -5\n")
+    done = subprocess.run([KUBENEXUS, "controller", "--config", str(bad)], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "controller.starvationSeconds" in done.stderr

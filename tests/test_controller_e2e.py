@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -489,3 +490,35 @@ def test_deleted_member_is_replaced_into_its_slot(kube: Kube, ns: str,
     assert assert_released_onto_plan(new) == old_node, f"replacement not in its predecessor's slot on {old_node}"
     assert {name_of(p): (p["metadata"]["uid"], p["spec"]["nodeName"]) for p in pods if name_of(p) != victim} == \
         {n: v for n, v in before.items() if n != victim}
+
+
+# --- 7. What users see while a gang waits: timeout, never-fits, health and metrics ---------------------------------
+
+
+def test_a_gang_past_its_timeout_is_warned_about_and_stays_gated(kube: Kube, ns: str,
+                                                                 controllers: Callable[..., Controller]) -> None:
+    """3 × 3 cpu run on three 4-cpu nodes; a 2 × 2 cpu gang then waits (1 cpu free per node), and after its
+    1 s timeout gets a GangTimeout warning and stays gated."""
+    controller = controllers()
+    kube.create(ns, torch_job("holder", 2, cpu="3"))
+    wait_pods(kube, ns, all_running(3), "the holder job running", selector=f"{JOB_NAME}=holder")
+    job = torch_job("waits", 1, cpu="2")
+    job["metadata"]["annotations"]["kubenexus.io/schedule-timeout-seconds"] = "1"
+    kube.create(ns, job)
+    wait_pods(kube, ns, all_gated(2), "2 gated members", selector=f"{JOB_NAME}=waits")
+    [message] = wait_event(kube, ns, "PyTorchJob", "waits", "GangTimeout")
+    assert "schedule timeout" in message
+    stays(lambda: all(gated(p) for p in kube.pods(ns, f"{JOB_NAME}=waits")), "the gang stays gated after the timeout")
+    giant = torch_job("giant", 1, cpu="5")  # no node has 5 cpu, however empty the cluster
+    kube.create(ns, giant)
+    [never] = wait_event(kube, ns, "PyTorchJob", "giant", "GangNeverFits")
+    assert "5 cpu" in never
+    port = controller.health_port
+    for path, expected in (("/healthz", 200), ("/readyz", 200)):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            assert response.status == expected
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    assert 'kubenexus_controller_gangs{state="never_fits"} 1.0' in text
+    assert "kubenexus_controller_gang_timeouts_total 1.0" in text
+    assert 'kubenexus_controller_gangs{state="waiting"}' in text

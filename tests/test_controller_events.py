@@ -33,18 +33,6 @@ def cluster() -> Iterator[LocalCluster]:
         yield local
 
 
-@pytest.fixture(scope="module")
-def api(cluster: LocalCluster) -> Iterator[client.ApiClient]:
-    api_client = config.new_client_from_config(cluster.kubeconfig)
-    yield api_client
-    api_client.close()
-
-
-@pytest.fixture
-def core(api: client.ApiClient) -> client.CoreV1Api:
-    return client.CoreV1Api(api)
-
-
 @pytest.fixture
 def pod(core: client.CoreV1Api) -> dict[str, Any]:
     """An ObjectReference to a pod in a fresh namespace."""

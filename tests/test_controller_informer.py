@@ -100,18 +100,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         yield running
 
 
-@pytest.fixture(scope="module")
-def api(cluster: LocalCluster) -> Iterator[client.ApiClient]:
-    api_client = config.new_client_from_config(cluster.kubeconfig)
-    yield api_client
-    api_client.close()
-
-
-@pytest.fixture(scope="module")
-def core(api: client.ApiClient) -> client.CoreV1Api:
-    return client.CoreV1Api(api)
-
-
 @pytest.fixture
 def ns(core: client.CoreV1Api) -> str:
     name = f"inf-{uuid.uuid4().hex[:8]}"

@@ -55,13 +55,6 @@ def cluster() -> Iterator[LocalCluster]:
         yield local
 
 
-@pytest.fixture(scope="module")
-def api(cluster: LocalCluster) -> Iterator[client.ApiClient]:
-    api_client = config.new_client_from_config(cluster.kubeconfig)
-    yield api_client
-    api_client.close()
-
-
 @pytest.fixture
 def ns(api: client.ApiClient) -> str:
     name = f"le-{uuid.uuid4().hex[:8]}"
