@@ -25,9 +25,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CA_COMMON_NAME = "kubenexus-webhook-ca"
-_CLOCK_SKEW = datetime.timedelta(minutes=5)
+CLOCK_SKEW = datetime.timedelta(minutes=5)  # notBefore is backdated by this much
 _MAX_CN = 64  # X.520 upper bound; cryptography rejects longer common names.
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_LABEL = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?$")
 
 
@@ -71,13 +71,38 @@ def generate(
     ``svc.ns.svc``; if that exceeds 64 characters the CN falls back to the service name
     (verifiers use the SANs, which always carry the full names).
     """
-    ips = _validate(service, namespace, extra_dns, extra_ips, days)
+    ips = validate_names(service, namespace, extra_dns, extra_ips, days)
     dns_names = list(dict.fromkeys([*serving_dns_names(service, namespace), *extra_dns]))
     now = datetime.datetime.now(datetime.UTC)
-    not_before, not_after = now - _CLOCK_SKEW, now + datetime.timedelta(days=days)
+    not_before, not_after = now - CLOCK_SKEW, now + datetime.timedelta(days=days)
+    ca_cert, ca_key = new_ca(CA_COMMON_NAME, not_before, not_after)
+    cert, key = new_serving_cert(ca_cert, ca_key, serving_common_name(service, namespace), dns_names, ips,
+                                 not_before, not_after)
 
+    if not os.path.isdir(out_dir):
+        os.makedirs(out_dir, mode=0o700)
+        os.chmod(out_dir, 0o700)  # makedirs' mode is filtered by the umask
+    paths = GeneratedCerts(*(os.path.join(out_dir, n) for n in ("ca.crt", "ca.key", "tls.crt", "tls.key")))
+    # Keys first: a watcher reloading on tls.crt then finds the matching tls.key already in place.
+    write_atomic(paths.ca_key, key_pem(ca_key), 0o600)
+    write_atomic(paths.ca_cert, ca_cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    write_atomic(paths.key, key_pem(key), 0o600)
+    write_atomic(paths.cert, cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    return paths
+
+
+def serving_common_name(service: str, namespace: str) -> str:
+    """``svc.ns.svc``, or the bare service name when that exceeds 64 characters (verifiers use the SANs)."""
+    cn = f"{service}.{namespace}.svc"
+    return cn if len(cn) <= _MAX_CN else service
+
+
+def new_ca(
+    common_name: str, not_before: datetime.datetime, not_after: datetime.datetime
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A self-signed P-256 CA that may only sign leaf certificates (path length 0)."""
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, CA_COMMON_NAME)])
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
     ca_cert = (
         _builder(ca_name, ca_name, ca_key.public_key(), not_before, not_after)
@@ -87,14 +112,26 @@ def generate(
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
+    return ca_cert, ca_key
 
+
+def new_serving_cert(
+    ca_cert: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+    common_name: str,
+    dns_names: Sequence[str],
+    ips: Sequence[ipaddress.IPv4Address | ipaddress.IPv6Address],
+    not_before: datetime.datetime,
+    not_after: datetime.datetime,
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A P-256 TLS server certificate for ``dns_names`` and ``ips``, signed by ``ca_cert``/``ca_key``."""
     key = ec.generate_private_key(ec.SECP256R1())
-    cn = f"{service}.{namespace}.svc"
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn if len(cn) <= _MAX_CN else service)])
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
     sans += [x509.IPAddress(ip) for ip in ips]
+    ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
     cert = (
-        _builder(subject, ca_name, key.public_key(), not_before, not_after)
+        _builder(subject, ca_cert.subject, key.public_key(), not_before, not_after)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(_key_usage(cert_sign=False), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
@@ -103,25 +140,15 @@ def generate(
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-
-    if not os.path.isdir(out_dir):
-        os.makedirs(out_dir, mode=0o700)
-        os.chmod(out_dir, 0o700)  # makedirs' mode is filtered by the umask
-    paths = GeneratedCerts(*(os.path.join(out_dir, n) for n in ("ca.crt", "ca.key", "tls.crt", "tls.key")))
-    # Keys first: a watcher reloading on tls.crt then finds the matching tls.key already in place.
-    _write_atomic(paths.ca_key, _key_pem(ca_key), 0o600)
-    _write_atomic(paths.ca_cert, ca_cert.public_bytes(serialization.Encoding.PEM), 0o644)
-    _write_atomic(paths.key, _key_pem(key), 0o600)
-    _write_atomic(paths.cert, cert.public_bytes(serialization.Encoding.PEM), 0o644)
-    return paths
+    return cert, key
 
 
-def _validate(
+def validate_names(
     service: str, namespace: str, extra_dns: Sequence[str], extra_ips: Sequence[str], days: int
 ) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
     """Reject bad input with a message naming the argument; returns the parsed IPs."""
     for arg, value in (("service", service), ("namespace", namespace)):
-        if not isinstance(value, str) or not _DNS1123_LABEL.match(value):
+        if not isinstance(value, str) or not DNS1123_LABEL.match(value):
             raise ValueError(f"{arg}: {value!r} is not a DNS-1123 label (lowercase a-z0-9 and '-', max 63)")
     if isinstance(days, bool) or not isinstance(days, int) or days < 1:
         raise ValueError(f"days: must be an integer >= 1, got {days!r}")
@@ -129,7 +156,7 @@ def _validate(
         if isinstance(seq, str | bytes):  # a lone string would silently iterate per character
             raise ValueError(f"{arg}: expected a sequence of strings, got the string {seq!r}")
     for name in extra_dns:
-        if not _is_dns_name(name):
+        if not is_dns_name(name):
             raise ValueError(f"extra_dns: {name!r} is not a valid DNS name")
     ips = []
     for addr in extra_ips:
@@ -140,7 +167,15 @@ def _validate(
     return ips
 
 
-def _is_dns_name(name: object) -> bool:
+def is_ip(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
+def is_dns_name(name: object) -> bool:
     """A hostname, optionally with a leading ``*.`` wildcard label."""
     if not isinstance(name, str) or not name or len(name) > 253:
         return False
@@ -183,13 +218,13 @@ def _key_usage(*, cert_sign: bool) -> x509.KeyUsage:
     )
 
 
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
 
 
-def _write_atomic(path: str, data: bytes, mode: int) -> None:
+def write_atomic(path: str, data: bytes, mode: int) -> None:
     """Temp file + ``os.replace`` so readers see the old file or the new one, never half of one."""
     directory, name = os.path.split(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory or ".")

@@ -1,17 +1,28 @@
 """Dynamic admission as the apiserver does it: Mutating/ValidatingWebhookConfiguration objects.
 
 Honours rules (operations, apiGroups, apiVersions, resources incl. ``*`` and ``pods/*``),
-scope, namespaceSelector, objectSelector, failurePolicy, timeoutSeconds, sideEffects with
-dryRun, reinvocationPolicy IfNeeded, and caBundle verification; applies JSON patches;
-denials and call failures become the apiserver's errors; warnings go back to the client.
+scope, namespaceSelector, objectSelector, matchConditions, failurePolicy, timeoutSeconds,
+sideEffects with dryRun, reinvocationPolicy IfNeeded, and caBundle verification; applies JSON
+patches; denials and call failures become the apiserver's errors; warnings go back to the client.
+
+matchConditions (GA in 1.30) are CEL expressions over ``object``, ``oldObject`` (null on CREATE,
+``object`` null on DELETE) and ``request`` (the AdmissionRequest's attributes), evaluated with
+cel-python after rules and selectors matched: any false skips the webhook; otherwise an error
+follows failurePolicy (Fail: the request is forbidden with the error, Ignore: the webhook is
+skipped); all true calls it. ``authorizer`` is declared but not supported here: using it is an
+evaluation error. Webhook configurations are validated on write like the apiserver's
+``validateMatchConditions``: at most 64, names required, qualified and unique, expressions
+required and compiling, with no reference to an undeclared variable.
 """
 
 from __future__ import annotations
 
 import base64
 import copy
+import fractions
 import http.client
 import json
+import re
 import ssl
 import threading
 import urllib.parse
@@ -24,6 +35,7 @@ import jsonpatch
 from cluster.resources import Registry, Resource
 from cluster.selectors import selector_from_dict
 from cluster.store import ApiError, Obj, Store
+from cluster.validation import _duplicate, _invalid, _qualified_name, _required
 
 _CONFIGS = {"mutating": "mutatingwebhookconfigurations", "validating": "validatingwebhookconfigurations"}
 
@@ -69,6 +81,228 @@ def _rule_matches(rule: Obj, req: Request) -> bool:
         return False
     scope = rule.get("scope", "*")
     return scope == "*" or (scope == "Namespaced") == req.resource.namespaced
+
+
+# --- matchConditions -------------------------------------------------------------------------------------------
+
+MAX_MATCH_CONDITIONS = 64
+_DECLARED = frozenset({"object", "oldObject", "request", "authorizer"})
+_TYPE_NAMES = frozenset({"int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type",
+                         "dyn"})
+_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+
+
+def _celpy() -> Any:
+    """cel-python (a test extra): imported only when some webhook has matchConditions."""
+    import celpy
+
+    return celpy
+
+
+class MatchConditionError(Exception):
+    """A matchCondition that cannot be compiled or evaluated; the message is the apiserver's."""
+
+
+def _is_tree(node: Any) -> bool:
+    """A node of the parse tree (a lark Tree), not a token."""
+    return hasattr(node, "data") and hasattr(node, "children")
+
+
+def _bare_ident(node: Any) -> str | None:
+    """The identifier when ``node`` is nothing but one (a macro's loop variable)."""
+    while _is_tree(node) and node.data != "ident" and len(node.children) == 1:
+        node = node.children[0]
+    if _is_tree(node) and node.data == "ident":
+        return str(node.children[0])
+    return None
+
+
+def _free(node: Any, bound: frozenset[str]) -> list[str]:
+    """Identifiers the expression reads that no macro binds (variables, type names, undeclared ones)."""
+    if not _is_tree(node):
+        return []
+    if node.data == "ident":
+        name = str(node.children[0])
+        return [] if name in bound else [name]
+    if node.data == "member_dot_arg" and len(node.children) == 3:
+        target, method, args = node.children
+        exprs = args.children if _is_tree(args) else []
+        variable = _bare_ident(exprs[0]) if exprs else None
+        if not _is_tree(method) and str(method) in _MACROS and variable and len(exprs) >= 2:
+            return _free(target, bound) + [n for e in exprs[1:] for n in _free(e, bound | {variable})]
+    return [n for child in node.children for n in _free(child, bound)]
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    program: Any
+    uses_authorizer: bool
+
+
+def _equality() -> dict[str, Any]:
+    """``==`` and ``!=`` with CEL's heterogeneous equality (cel-go's default, so the apiserver's): values of
+    different types are unequal instead of an error (``oldObject == null`` on an UPDATE), numbers compare
+    by value across int, uint and double."""
+    celpy = _celpy()
+    evaluation, types = celpy.evaluation, celpy.celtypes
+    numbers = (types.IntType, types.UintType, types.DoubleType)
+
+    def equal(a: Any, b: Any) -> Any:
+        for value in (a, b):
+            if isinstance(value, evaluation.CELEvalError):
+                return value
+        if isinstance(a, numbers) and isinstance(b, numbers) and type(a) is not type(b):
+            try:
+                return types.BoolType(fractions.Fraction(a) == fractions.Fraction(b))
+            except (ValueError, OverflowError):  # NaN and infinities equal nothing but themselves
+                return types.BoolType(float(a) == float(b))
+        try:
+            return evaluation.bool_eq(a, b)
+        except TypeError:
+            return types.BoolType(False)
+
+    def not_equal(a: Any, b: Any) -> Any:
+        result = equal(a, b)
+        return result if isinstance(result, evaluation.CELEvalError) else types.BoolType(not result)
+
+    return {"_==_": equal, "_!=_": not_equal}
+
+
+class _Programs:
+    """Compiled matchCondition expressions, shared by every webhook that uses the same text."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._compiled: dict[str, Any] = {}
+        self._env: Any = None
+
+    def compile(self, expression: str) -> _Compiled:
+        with self._lock:
+            compiled = self._compiled.get(expression)
+        if compiled is None:
+            compiled = self._compile(expression)
+            with self._lock:
+                self._compiled[expression] = compiled
+        if isinstance(compiled, MatchConditionError):
+            raise compiled
+        return compiled
+
+    def _compile(self, expression: str) -> Any:
+        if self._env is None:
+            self._env = _celpy().Environment()
+        try:
+            tree = self._env.compile(expression)
+        except Exception as exc:  # CELParseError and lark's errors: the text is no CEL expression
+            return MatchConditionError(f"compilation failed: ERROR: <input>: {str(exc).strip()}")
+        free = list(dict.fromkeys(_free(tree, frozenset())))
+        undeclared = [name for name in free if name not in _DECLARED and name not in _TYPE_NAMES]
+        if undeclared:
+            return MatchConditionError("compilation failed: " + "; ".join(
+                f"ERROR: <input>: undeclared reference to '{name}' (in container '')" for name in undeclared))
+        return _Compiled(self._env.program(tree, functions=_equality()), "authorizer" in free)
+
+
+_PROGRAMS = _Programs()
+
+
+def validate_match_conditions(conditions: Any, path: str) -> list[str]:
+    """``validateMatchConditions`` for one webhook's matchConditions (errors at ``path``)."""
+    if conditions is None:
+        return []
+    if not isinstance(conditions, list):
+        return [_invalid(path, conditions, "must be a list")]
+    errors: list[str] = []
+    if len(conditions) > MAX_MATCH_CONDITIONS:
+        errors.append(f"{path}: Too many: {len(conditions)}: must have at most {MAX_MATCH_CONDITIONS} items")
+    names: set[str] = set()
+    for index, condition in enumerate(conditions):
+        where = f"{path}[{index}]"
+        condition = condition if isinstance(condition, dict) else {}
+        expression = str(condition.get("expression") or "").strip()
+        if not expression:
+            errors.append(_required(f"{where}.expression"))
+        else:
+            try:
+                _PROGRAMS.compile(expression)
+            except MatchConditionError as exc:
+                errors.append(_invalid(f"{where}.expression", expression, str(exc)))
+        name = str(condition.get("name") or "")
+        if not name:
+            errors.append(_required(f"{where}.name"))
+        else:
+            errors += [_invalid(f"{where}.name", name, m) for m in _qualified_name(name)]
+            if name in names:
+                errors.append(_duplicate(f"{where}.name", name))
+            names.add(name)
+    return errors
+
+
+def validate_webhook_configuration(config: Obj) -> list[str]:
+    """The parts of Mutating/ValidatingWebhookConfiguration validation the emulator checks: matchConditions."""
+    hooks = config.get("webhooks")
+    if not isinstance(hooks, list):
+        return []
+    return [error for index, hook in enumerate(hooks) if isinstance(hook, dict)
+            for error in validate_match_conditions(hook.get("matchConditions"), f"webhooks[{index}].matchConditions")]
+
+
+def _admission_request(req: Request) -> Obj:
+    """The ``request`` variable: AdmissionRequest as ``CreateAdmissionRequest`` builds it, fields omitted
+    when empty as their JSON tags say (so ``has(request.subResource)`` is false without one)."""
+    kind = {"group": req.resource.group, "version": req.resource.version, "kind": req.resource.kind}
+    resource = {"group": req.resource.group, "version": req.resource.version, "resource": req.resource.plural}
+    user: Obj = {"username": req.user.username}
+    if req.user.groups:
+        user["groups"] = list(req.user.groups)
+    request: Obj = {"uid": "", "kind": kind, "resource": resource, "requestKind": kind, "requestResource": resource,
+                    "operation": req.operation, "userInfo": user, "dryRun": req.dry_run}
+    for key, value in (("subResource", req.subresource), ("requestSubResource", req.subresource),
+                       ("name", req.name), ("namespace", req.namespace or "")):
+        if value:
+            request[key] = value
+    return request
+
+
+def _evaluate(expression: str, activation: dict[str, Any]) -> bool:
+    compiled = _PROGRAMS.compile(expression)
+    try:
+        result = compiled.program.evaluate(activation)
+    except Exception as exc:  # CELEvalError, and whatever a runtime type mismatch raises
+        detail = str(exc.args[0] if exc.args else exc).split(" (in activation")[0]
+        detail = re.sub(r"^no such member in mapping: '(.*)'$", r"no such key: \1", detail)
+        if compiled.uses_authorizer:
+            detail = f"{detail} (the local cluster does not support the authorizer variable)"
+        raise MatchConditionError(f"expression '{expression}' resulted in error: {detail}") from None
+    if not isinstance(result, _celpy().celtypes.BoolType):
+        raise MatchConditionError(f"expression '{expression}' resulted in error: expected a bool, got "
+                                  f"{type(result).__name__}")
+    return bool(result)
+
+
+def match_conditions(hook: Obj, req: Request, obj: Obj | None) -> bool:
+    """Whether the webhook is called (the apiserver's ``matcher.Match``); raises MatchConditionError when it
+    must not be called and the request fails (an error, none false, failurePolicy Fail)."""
+    conditions = hook.get("matchConditions") or []
+    if not conditions:
+        return True
+    try:
+        to_cel = _celpy().json_to_cel
+        activation = {"object": to_cel(obj), "oldObject": to_cel(req.old), "request": to_cel(_admission_request(req))}
+    except Exception as exc:
+        errors = [f"converting the request: {exc}"]
+    else:
+        errors = []
+        for condition in conditions:
+            try:
+                if not _evaluate(str(condition.get("expression") or "").strip(), activation):
+                    return False  # any false skips the webhook, whatever else erred
+            except MatchConditionError as exc:
+                errors.append(str(exc))
+    if not errors:
+        return True
+    if hook.get("failurePolicy", "Fail") == "Ignore":
+        return False
+    raise MatchConditionError(errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
 
 
 class _Connections:
@@ -211,22 +445,35 @@ class WebhookAdmission:
                                                      f"invalid patch: {exc}") from None
         return obj
 
+    def _matches(self, hook: Obj, req: Request, obj: Obj | None) -> bool:
+        """matchConditions on the object as it is now (after earlier mutations); an error with failurePolicy
+        Fail forbids the request, as ``ShouldCallHook`` does."""
+        try:
+            return match_conditions(hook, req, obj)
+        except MatchConditionError as exc:
+            resource = f"{req.resource.plural}.{req.resource.group}" if req.resource.group else req.resource.plural
+            what = f'{resource} "{req.name}"' if req.name else resource
+            raise ApiError(403, "Forbidden", f"{what} is forbidden: {exc}",
+                           {"name": req.name, "group": req.resource.group, "kind": req.resource.plural}) from None
+
     def mutate(self, req: Request) -> tuple[Obj | None, list[str]]:
         warnings: list[str] = []
         obj = copy.deepcopy(req.obj)
         hooks = [h for h in self._webhooks("mutating") if self._applies(h, req)]
         after: dict[int, Any] = {}
         for index, hook in enumerate(hooks):
-            obj = self._invoke(hook, req, obj, warnings, mutating=True)
-            after[index] = copy.deepcopy(obj)
-        for index, hook in enumerate(hooks):  # reinvocationPolicy: IfNeeded, at most once more
-            if hook.get("reinvocationPolicy") == "IfNeeded" and after[index] != obj:
+            if self._matches(hook, req, obj):
+                obj = self._invoke(hook, req, obj, warnings, mutating=True)
+                after[index] = copy.deepcopy(obj)
+        for index, hook in enumerate(hooks):  # reinvocationPolicy: IfNeeded, at most once more, if still matching
+            if (hook.get("reinvocationPolicy") == "IfNeeded" and index in after and after[index] != obj
+                    and self._matches(hook, req, obj)):
                 obj = self._invoke(hook, req, obj, warnings, mutating=True)
         return obj, warnings
 
     def validate(self, req: Request) -> list[str]:
         warnings: list[str] = []
         for hook in self._webhooks("validating"):
-            if self._applies(hook, req):
+            if self._applies(hook, req) and self._matches(hook, req, req.obj):
                 self._invoke(hook, req, req.obj, warnings, mutating=False)
         return warnings

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cluster import validation
-from cluster.admission import Request, User, WebhookAdmission
-from cluster.defaults import apply_defaults
+from cluster.admission import Request, User, WebhookAdmission, validate_webhook_configuration
+from cluster.audit import AuditLog, request_info
+from cluster.defaults import apply_defaults, label_namespace_name
 from cluster.patches import PatchError, apply_patch
 from cluster.resources import Registry, Resource, from_crd
 from cluster.selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -55,6 +56,8 @@ class ApiServer:
         self.store, self.registry = store, registry or Registry()
         self.admission = WebhookAdmission(store, self.registry)
         self.address = address
+        self.audit = AuditLog()  # every request served, as the authorizer sees it
+        self.authorizer: Any = None  # cluster.rbac.StoreAuthorizer once RBAC is enforced for some users
 
     def _admit(self, req: Request) -> tuple[Obj | None, list[str]]:
         """Mutating webhooks, built-in validation, validating webhooks: the apiserver's order."""
@@ -68,6 +71,18 @@ class ApiServer:
     # --- entry point -------------------------------------------------------------------
 
     def handle(self, method: str, raw_path: str, headers: dict[str, str], body: bytes, user: User) -> Response:
+        info = request_info(method, raw_path)
+        status = 500
+        try:
+            denied = self.authorizer.check(user.username, user.groups, info) if self.authorizer else None
+            response = Response(403, denied.status()) if denied else self._handle(method, raw_path, headers, body,
+                                                                                  user)
+            status = response.status
+            return response
+        finally:
+            self.audit.record(user.username, user.groups, method, raw_path, status, info)
+
+    def _handle(self, method: str, raw_path: str, headers: dict[str, str], body: bytes, user: User) -> Response:
         parsed = urllib.parse.urlsplit(raw_path)
         query = {k: v[-1] for k, v in urllib.parse.parse_qs(parsed.query, keep_blank_values=True).items()}
         path = parsed.path.rstrip("/") or "/"
@@ -287,8 +302,11 @@ class ApiServer:
         else:
             errors = validation.validate_object_meta(obj, resource.namespaced,
                                                      dns_label_name=resource.kind == "Namespace")
+        if resource.group == "admissionregistration.k8s.io" and resource.kind.endswith("WebhookConfiguration"):
+            errors += validate_webhook_configuration(obj)
         if errors:
-            raise ApiError(422, "Invalid", validation.invalid_message(resource.kind, name, errors),
+            kind = f"{resource.kind}.{resource.group}" if resource.group else resource.kind  # qualified, as NewInvalid
+            raise ApiError(422, "Invalid", validation.invalid_message(kind, name, errors),
                            {"name": name, "group": resource.group, "kind": resource.kind,
                             "causes": [{"message": e} for e in errors]})
 
@@ -340,6 +358,8 @@ class ApiServer:
             if meta.get("name", target.name) != target.name:
                 raise ApiError(400, "BadRequest", "the name of the object does not match the name on the URL")
             meta["name"] = target.name
+            if resource.kind == "Namespace" and not resource.group:
+                label_namespace_name(new)
             # A resourceVersion the patch itself sets is a precondition (409 on mismatch, no retry).
             pinned = not put and meta.get("resourceVersion") not in (None, "", current["metadata"]["resourceVersion"])
             if not put and not pinned:

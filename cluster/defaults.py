@@ -49,6 +49,18 @@ def _qos(spec: Obj) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def label_namespace_name(obj: Obj) -> None:
+    """The namespace strategy's PrepareForCreate/PrepareForUpdate: every Namespace carries the immutable
+    ``kubernetes.io/metadata.name=<name>`` label (GA in 1.22), so that selectors can name namespaces."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and isinstance(meta.get("name"), str) and meta["name"]:
+        labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+        meta["labels"] = {**labels, NAMESPACE_NAME_LABEL: meta["name"]}
+
+
 def apply_defaults(kind: str, group: str, obj: Obj) -> None:
     """Fill in defaults in place, for the built-in kinds we serve."""
     spec = obj.get("spec")
@@ -60,6 +72,7 @@ def apply_defaults(kind: str, group: str, obj: Obj) -> None:
             status.setdefault("phase", "Pending")
             status.setdefault("qosClass", _qos(spec))
     elif group == "" and kind == "Namespace":
+        label_namespace_name(obj)
         obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
         obj.setdefault("status", {}).setdefault("phase", "Active")
     elif group == "batch" and kind == "Job" and isinstance(spec, dict):

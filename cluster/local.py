@@ -16,6 +16,7 @@ from typing import Any
 from certs.generate import generate
 from cluster.admission import User
 from cluster.apiserver import ApiServer
+from cluster.defaults import NAMESPACE_NAME_LABEL
 from cluster.http import ApiHttpServer, write_kubeconfig
 from cluster.resources import Registry
 from cluster.store import ApiError, Store
@@ -54,6 +55,7 @@ class LocalCluster:
         self.store = Store(history=history)
         self.registry = Registry()
         self.api = ApiServer(self.store, self.registry)
+        self.audit = self.api.audit  # every request served: user, verb, group, resource, namespace, name
         tls = generate("kubernetes", "default", os.path.join(self.workdir, "pki"),
                        extra_dns=["localhost"], extra_ips=["127.0.0.1"])
         self.ca_cert = tls.ca_cert
@@ -70,17 +72,35 @@ class LocalCluster:
         node_resource = self.registry.get("", "v1", "nodes")
         assert namespaces is not None and node_resource is not None
         for name in SYSTEM_NAMESPACES:
-            self.store.create(namespaces, {"metadata": {"name": name}, "spec": {"finalizers": ["kubernetes"]},
-                                           "status": {"phase": "Active"}}, None)
+            self.store.create(namespaces, {"metadata": {"name": name, "labels": {NAMESPACE_NAME_LABEL: name}},
+                                           "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}},
+                              None)
         for node in nodes:
             self.store.create(node_resource, node.node() if isinstance(node, NodeSpec) else node, None)
 
-    def add_user(self, username: str, groups: tuple[str, ...] = ("system:authenticated",)) -> str:
-        """A kubeconfig for another identity (e.g. the gate controller's service account)."""
+    def add_user(self, username: str, groups: tuple[str, ...] | None = None) -> str:
+        """A kubeconfig for another identity (e.g. the gate controller's service account).
+
+        Without ``groups``, the groups the apiserver's authenticators give that user: a service account
+        (``system:serviceaccount:<ns>:<name>``) is in system:serviceaccounts and system:serviceaccounts:<ns>.
+        """
+        if groups is None:
+            groups = ("system:authenticated",)
+            parts = username.split(":")
+            if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"]:
+                groups = ("system:serviceaccounts", f"system:serviceaccounts:{parts[2]}", *groups)
         token = secrets.token_hex(16)
         self.users[token] = User(username, groups)
         safe = username.replace(":", "_")
         return write_kubeconfig(os.path.join(self.workdir, f"kubeconfig-{safe}"), self.http.url, self.ca_cert, token)
+
+    def enforce_rbac(self, *usernames: str) -> None:
+        """Authorize these users' requests with RBAC, from the Roles, ClusterRoles and bindings stored in the
+        cluster (and the default discovery roles), as the apiserver's RBAC authorizer does; everybody else
+        (the admin, the emulated scheduler, kubelet and operators) stays unchecked."""
+        from cluster.rbac import StoreAuthorizer
+
+        self.api.authorizer = StoreAuthorizer(self.store, self.registry, usernames)
 
     def run_components(self, scheduler_names: tuple[str, ...] = ("default-scheduler", "kubenexus-scheduler"),
                        start_seconds: float = 0.2, run_seconds: float | None = None,

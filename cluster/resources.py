@@ -43,10 +43,21 @@ BUILTIN = (
     Resource("", "v1", "Secret", "secrets"),
     Resource("", "v1", "ConfigMap", "configmaps", short_names=("cm",)),
     Resource("", "v1", "Service", "services", short_names=("svc",), subresources=("status",)),
+    Resource("", "v1", "ServiceAccount", "serviceaccounts", short_names=("sa",)),
     Resource("events.k8s.io", "v1", "Event", "events", short_names=("ev",)),
     Resource("coordination.k8s.io", "v1", "Lease", "leases"),
     Resource("batch", "v1", "Job", "jobs", subresources=("status",)),
     Resource("apps", "v1", "StatefulSet", "statefulsets", short_names=("sts",), subresources=("status",)),
+    # No controllers act on these (no ReplicaSets or pods from Deployments, no disruption accounting); they are
+    # served so that the product's manifests (deploy/) apply as to a real cluster. RBAC objects are what
+    # LocalCluster.enforce_rbac evaluates (cluster/rbac.py).
+    Resource("apps", "v1", "Deployment", "deployments", short_names=("deploy",), subresources=("status",)),
+    Resource("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", short_names=("pdb",),
+             subresources=("status",)),
+    Resource("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", namespaced=False),
+    Resource("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False),
+    Resource("rbac.authorization.k8s.io", "v1", "Role", "roles"),
+    Resource("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings"),
     Resource("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration",
              "mutatingwebhookconfigurations", namespaced=False),
     Resource("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration",

@@ -211,7 +211,7 @@ class Engine:
 
     def _nodes(self, members: Sequence[Member], gang: _Gang, held: Mapping[GangKey, Mapping[str, Resources]],
                limits: Mapping[str, Resources] | None, own_room: bool = False) -> list[NodeFree]:
-        names = sorted(set().union(*(m.nodes for m in members))) if members else []
+        names = sorted(set().union(*{m.nodes for m in members})) if members else []
         own = set(self.state.gangs.get(gang.key, ()))
         members_on = self._members_on(gang)
         result = []
@@ -225,7 +225,10 @@ class Engine:
                     free = subtract(free, per_node[name])
             if limits is not None and name in limits:
                 free = {r: min(v, limits[name].get(r, v)) for r, v in free.items()}
-            result.append(NodeFree(name, free, self.state.used_ports(name) | members_on.get(name, set())))
+            ports = self.state.used_ports(name)
+            if name in members_on:
+                ports |= members_on[name]
+            result.append(NodeFree(name, free, ports))
         return result
 
     def _future(self, names: Sequence[str], claims: Mapping[str, Resources],
@@ -433,7 +436,7 @@ class Engine:
 
     def _shadow(self, gang: _Gang, members: list[Member], claims: dict[str, Resources],
                 held: Mapping[GangKey, Mapping[str, Resources]]) -> dict[str, str]:
-        names = sorted(set().union(*(m.nodes for m in members)))
+        names = sorted(set().union(*{m.nodes for m in members}))
         future = self._future(names, claims, held)
         nodes = [NodeFree(n, future[n], self.state.permanent_ports(n)) for n in names if n in future]
         previous = self._shadows.get(gang.key)
@@ -459,7 +462,7 @@ class Engine:
         if signature not in self._never:
             if len(self._never) > 10_000:
                 self._never.clear()
-            names = sorted(set().union(*(m.nodes for m in members)))
+            names = sorted(set().union(*{m.nodes for m in members}))
             nodes = [NodeFree(n, subtract(self.state.nodes[n].allocatable, self.state.permanent(n)),
                               self.state.permanent_ports(n)) for n in names if n in self.state.nodes]
             self._never[signature] = never_fits(members, nodes)

@@ -94,6 +94,41 @@ def parse_expected(text: str | None, group: str) -> tuple[Expected, ...]:
         return ()
 
 
+_REQUESTS: dict[tuple, Resources] = {}  # requests_of per resources section: pods of one template share them
+_REQUESTS_LIMIT = 4096
+
+
+def _quantities(section: Any) -> tuple:
+    items = tuple(section.items()) if section else ()
+    if not all(type(value) is str for _, value in items):
+        raise TypeError("not the API's string quantities")  # rare: computed without the memo
+    return items
+
+
+def _resources(obj: Obj) -> tuple:
+    resources = obj.get("resources") or {}
+    return _quantities(resources.get("requests")), _quantities(resources.get("limits"))
+
+
+def _requests(spec: Obj) -> Resources:
+    """``requests_of(spec)``, memoized on every field it reads (the result is shared: never mutate it)."""
+    try:
+        if "requests" in spec:
+            raise TypeError("an expected-member description")
+        key = (tuple(_resources(c) for c in spec.get("containers") or ()),
+               tuple((c.get("restartPolicy"), _resources(c)) for c in spec.get("initContainers") or ()),
+               _resources(spec), _quantities(spec.get("overhead")))
+        found = _REQUESTS.get(key)
+    except (TypeError, AttributeError):
+        return requests_of(spec)
+    if found is None:
+        found = requests_of(spec)
+        if len(_REQUESTS) >= _REQUESTS_LIMIT:
+            _REQUESTS.clear()
+        _REQUESTS[key] = found
+    return found
+
+
 def _int(text: Any) -> int:
     try:
         return int(text or 0)
@@ -162,7 +197,7 @@ def pod_view(pod: Obj) -> PodView:
     owner_uid = annotations.get(keys.OWNER_UID_ANNOTATION) or ""
     namespace = meta.get("namespace") or ""
     gang = (namespace, group, owner_uid) if group else None
-    requests = requests_of(spec)
+    requests = _requests(spec)
     gated = keys.GANG_GATE in gates
     kept = {field: spec[field] for field in _PLACEMENT_FIELDS + _CERTIFIABILITY_FIELDS if spec.get(field)}
     owners = meta.get("ownerReferences") or []

@@ -56,8 +56,10 @@ class ClusterState:
         self._unbound: dict[str, Resources] = {}  # the reserved part of _charged
         self._free: dict[str, Resources] = {}
         self._ports: dict[str, Counter[HostPort]] = {}
+        self._port_sets: dict[str, frozenset[HostPort]] = {}  # used_ports per node, until its ports change
         self._permanent: dict[str, Resources] = {}
         self._permanent_ports: dict[str, Counter[HostPort]] = {}
+        self._permanent_port_sets: dict[str, frozenset[HostPort]] = {}  # permanent_ports per node, likewise
         self._nominated: dict[str, dict[str, tuple[int, Resources]]] = {}
         self._charged_at: dict[str, str] = {}  # uid -> node it is charged to
         self.shape_version = 0  # bumps when static feasibility of any node may have changed
@@ -129,6 +131,7 @@ class ClusterState:
         if pod.permanent and pod.node and not pod.terminal:
             self._permanent[pod.node] = add(self._permanent.get(pod.node, {}), pod.usage)
             self._permanent_ports.setdefault(pod.node, Counter()).update(pod.ports)
+            self._permanent_port_sets.pop(pod.node, None)
 
     def _forget(self, pod: PodView) -> None:
         if pod.gang is not None:
@@ -147,6 +150,7 @@ class ClusterState:
         if pod.permanent and pod.node and not pod.terminal:
             self._permanent[pod.node] = subtract(self._permanent.get(pod.node, {}), pod.usage)
             self._permanent_ports[pod.node].subtract(pod.ports)
+            self._permanent_port_sets.pop(pod.node, None)
 
     def _charge(self, pod: PodView) -> None:
         node = _charge_node(pod, self.pending)
@@ -160,6 +164,7 @@ class ClusterState:
             self._free[node] = subtract(self._free[node], pod.usage)
         if pod.ports:
             self._ports.setdefault(node, Counter()).update(pod.ports)
+            self._port_sets.pop(node, None)
 
     def _uncharge(self, uid: str, pod: PodView | None) -> None:
         node = self._charged_at.pop(uid, "")
@@ -172,6 +177,7 @@ class ClusterState:
             self._free[node] = add(self._free[node], pod.usage)
         if pod.ports:
             self._ports[node].subtract(pod.ports)
+            self._port_sets.pop(node, None)
 
     def _vacate(self, pod: PodView, node: str, now: float) -> None:
         if pod.gang is None:
@@ -193,13 +199,21 @@ class ClusterState:
         return self._unbound.get(node, {})
 
     def used_ports(self, node: str) -> set[HostPort]:
-        return {port for port, count in (self._ports.get(node) or {}).items() if count > 0}
+        ports = self._port_sets.get(node)
+        if ports is None:
+            ports = frozenset(port for port, count in (self._ports.get(node) or {}).items() if count > 0)
+            self._port_sets[node] = ports
+        return set(ports)
 
     def permanent(self, node: str) -> Resources:
         return self._permanent.get(node, {})
 
     def permanent_ports(self, node: str) -> set[HostPort]:
-        return {port for port, count in (self._permanent_ports.get(node) or {}).items() if count > 0}
+        ports = self._permanent_port_sets.get(node)
+        if ports is None:
+            ports = frozenset(port for port, count in (self._permanent_ports.get(node) or {}).items() if count > 0)
+            self._permanent_port_sets[node] = ports
+        return set(ports)
 
     def nominated(self, node: str) -> Iterable[tuple[str, int, Resources]]:
         for uid, (priority, usage) in (self._nominated.get(node) or {}).items():

@@ -17,6 +17,9 @@ import yaml
 
 KEEP_SCHEDULER = "keep"
 AUTO_INJECT_MODES = ("namespaces", "all")
+# self-managed: the webhook runs ``kubenexus certs ensure`` itself; external: cert-manager (or anyone else)
+# writes the certificate directory and the caBundles, the webhook only reloads the files.
+CERTS_MODES = ("self-managed", "external")
 # Never touched, whatever the configuration says: a gate on a system pod can take the cluster down.
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 
@@ -49,6 +52,17 @@ class Config:
     schedule_timeout_seconds: float = 1800.0
     replacement_grace_seconds: float = 120.0
     controller_port: int = 8080
+    # --- serving certificate (certs/ensure.py) ---
+    certs_mode: str = "self-managed"
+    certs_secret: str = "kubenexus-webhook-tls"
+    certs_service: str = "kubenexus-webhook"
+    certs_webhook_configuration: str = "kubenexus-gang-admission"
+    certs_extra_sans: tuple[str, ...] = ()
+    certs_validity_days: float = 365.0
+    certs_ca_validity_days: float = 3650.0
+    certs_renew_before_days: float = 30.0
+    certs_overlap_hours: float = 1.0
+    certs_check_interval_seconds: float = 300.0
 
     def is_excluded(self, namespace: str) -> bool:
         """Never touched: the system namespaces, the product's own, and the configured ones."""
@@ -113,6 +127,34 @@ def _namespace(value: Any, name: str) -> str:
     return value
 
 
+def _object_name(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not _DNS_LABEL.match(value):
+        raise ConfigError(f"{name}: expected an object name (DNS-1123 label), got {value!r}")
+    return value
+
+
+def _cross_check(config: Config) -> Config:
+    """Relations between settings that no single field can check."""
+    if not config.certs_renew_before_days < config.certs_validity_days <= config.certs_ca_validity_days:
+        raise ConfigError("certs: expected renewBeforeDays < validityDays <= caValidityDays, got "
+                          f"{config.certs_renew_before_days} / {config.certs_validity_days} / "
+                          f"{config.certs_ca_validity_days}")
+    if not 2 * config.certs_overlap_hours < 24 * config.certs_renew_before_days:
+        raise ConfigError("certs.overlapHours: a CA rotation takes two overlap windows and must finish before the "
+                          f"old CA expires: expected 2 x {config.certs_overlap_hours}h < renewBeforeDays "
+                          f"({config.certs_renew_before_days}d)")
+    if not 2 * config.certs_check_interval_seconds < 3600 * config.certs_overlap_hours:
+        raise ConfigError("certs.checkIntervalSeconds: every replica must see each rotation step within the overlap "
+                          f"window: expected 2 x {config.certs_check_interval_seconds}s < overlapHours "
+                          f"({config.certs_overlap_hours}h)")
+    from certs.generate import is_dns_name, is_ip  # lazily: gang must not import certs at module load
+
+    for san in config.certs_extra_sans:
+        if not is_dns_name(san) and not is_ip(san):
+            raise ConfigError(f"certs.extraSANs: {san!r} is neither a DNS name nor an IP address")
+    return config
+
+
 # (YAML path, dataclass field, parser)
 _FIELDS: tuple[tuple[str, str, Callable[[Any, str], Any]], ...] = (
     ("namespace", "namespace", _namespace),
@@ -136,6 +178,16 @@ _FIELDS: tuple[tuple[str, str, Callable[[Any, str], Any]], ...] = (
     ("controller.scheduleTimeoutSeconds", "schedule_timeout_seconds", _positive(float)),
     ("controller.replacementGraceSeconds", "replacement_grace_seconds", _positive(float)),
     ("controller.port", "controller_port", _positive(int)),
+    ("certs.mode", "certs_mode", _choice(CERTS_MODES)),
+    ("certs.secretName", "certs_secret", _object_name),
+    ("certs.serviceName", "certs_service", _object_name),
+    ("certs.webhookConfigurationName", "certs_webhook_configuration", _object_name),
+    ("certs.extraSANs", "certs_extra_sans", _names),
+    ("certs.validityDays", "certs_validity_days", _positive(float)),
+    ("certs.caValidityDays", "certs_ca_validity_days", _positive(float)),
+    ("certs.renewBeforeDays", "certs_renew_before_days", _positive(float)),
+    ("certs.overlapHours", "certs_overlap_hours", _positive(float)),
+    ("certs.checkIntervalSeconds", "certs_check_interval_seconds", _positive(float)),
 )
 
 
@@ -192,7 +244,7 @@ def load_config(path: str | None = None, env: Mapping[str, str] | None = None) -
         found, value = _lookup(data, yaml_path)
         if found:
             values[attr] = parse(value, yaml_path)
-    return Config(**values)
+    return _cross_check(Config(**values))
 
 
 def config_or_exit(path: str | None, prog: str = "kubenexus") -> Config:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from certs import ensure as certs_ensure
 from certs import generate as certs_generate
 from cluster import serve as cluster_serve
-from kubenexus import demo, explain, simulate
+from kubenexus import demo, doctor, explain, simulate
 
 
 def _webhook(args: argparse.Namespace) -> int:
@@ -48,11 +49,14 @@ def parser() -> argparse.ArgumentParser:
     controller.add_argument("--port", type=int, help="/healthz, /readyz, /metrics port (default: controller.port)")
     controller.set_defaults(func=_controller)
     certs = commands.add_parser("certs", help="TLS material for the webhook")
-    certs_generate.add_parser(certs.add_subparsers(dest="certs_command", required=True))
+    certs_commands = certs.add_subparsers(dest="certs_command", required=True)
+    certs_generate.add_parser(certs_commands)
+    certs_ensure.add_parser(certs_commands)
     explain.add_parser(commands)
     cluster_serve.add_parser(commands)
     demo.add_parser(commands)
     simulate.add_parser(commands)
+    doctor.add_parser(commands)
     return top
 
 

@@ -35,7 +35,9 @@ class LocalWebhook:
     def __init__(self, workdir: Path, certs: Any, kubeconfig: str, settings: dict[str, Any]) -> None:
         self.port = free_port()
         self.certs = certs
-        config = {"server": {"certDir": str(Path(certs.cert).parent)}, "kubeconfig": kubeconfig, **settings}
+        # The certificates are given: the webhook only reads them (no ``certs ensure`` against the cluster).
+        config = {"server": {"certDir": str(Path(certs.cert).parent)}, "kubeconfig": kubeconfig,
+                  "certs": {"mode": "external"}, **settings}
         self.config_path = workdir / f"config-{self.port}.yaml"
         self.config_path.write_text(yaml.safe_dump(config))
         self.log_path = workdir / f"webhook-{self.port}.log"

