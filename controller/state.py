@@ -199,21 +199,13 @@ class ClusterState:
         return self._unbound.get(node, {})
 
     def used_ports(self, node: str) -> set[HostPort]:
-        ports = self._port_sets.get(node)
-        if ports is None:
-            ports = frozenset(port for port, count in (self._ports.get(node) or {}).items() if count > 0)
-            self._port_sets[node] = ports
-        return set(ports)
+        return _live_ports(self._ports, self._port_sets, node)
 
     def permanent(self, node: str) -> Resources:
         return self._permanent.get(node, {})
 
     def permanent_ports(self, node: str) -> set[HostPort]:
-        ports = self._permanent_port_sets.get(node)
-        if ports is None:
-            ports = frozenset(port for port, count in (self._permanent_ports.get(node) or {}).items() if count > 0)
-            self._permanent_port_sets[node] = ports
-        return set(ports)
+        return _live_ports(self._permanent_ports, self._permanent_port_sets, node)
 
     def nominated(self, node: str) -> Iterable[tuple[str, int, Resources]]:
         for uid, (priority, usage) in (self._nominated.get(node) or {}).items():
@@ -234,3 +226,11 @@ class ClusterState:
     def charged_node(self, uid: str) -> str:
         return self._charged_at.get(uid, "")
 
+
+def _live_ports(counts: Mapping[str, Counter[HostPort]], cache: dict[str, frozenset[HostPort]],
+                node: str) -> set[HostPort]:
+    """The ports with a positive count on ``node``, cached until the caller drops the node's entry."""
+    ports = cache.get(node)
+    if ports is None:
+        ports = cache[node] = frozenset(port for port, count in (counts.get(node) or {}).items() if count > 0)
+    return set(ports)

@@ -8,6 +8,7 @@ means the object does not exist (404); :class:`LookupFailed` means we could not 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -32,8 +33,6 @@ class ObjectSource(Protocol):
 
 def new_api_client(kubeconfig: str | None, pool_size: int, retries: int) -> Any:
     """An ApiClient from ``kubeconfig``, else in-cluster config, else the default kubeconfig."""
-    import os
-
     from kubernetes import client
     from kubernetes import config as kube_config
 

@@ -21,17 +21,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
-
+from certs.ensure import load_bundle, signed_by
+from controller.run import LEASE_NAME
 from gang import keys
 from gang.config import Config, config_or_exit
 from gang.objects import api_request, new_api_client
 
 Obj = dict[str, Any]
-WEBHOOK_CONFIGURATION = "kubenexus-gang-admission"
-SECRET = "kubenexus-webhook-tls"
-LEASE = "kubenexus-controller"
 EXPIRY_WARNING_DAYS = 30
 CONTROLLER_EVENTS = ("GangWaiting", "GangInsufficientCapacity", "GangNeverFits", "GangNotCertifiable",
                      "GangTimeout", "GangReleased")
@@ -78,40 +74,18 @@ class Cluster:
 # --- certificates --------------------------------------------------------------------------------------------
 
 
-def _certs(pem: bytes) -> list[x509.Certificate]:
-    try:
-        return x509.load_pem_x509_certificates(pem)
-    except ValueError:
-        return []
-
-
-def _signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
-    if cert.issuer != ca.subject:
-        return False
-    key = ca.public_key()
-    try:
-        if isinstance(key, ec.EllipticCurvePublicKey):
-            key.verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm))
-        elif isinstance(key, rsa.RSAPublicKey):
-            key.verify(cert.signature, cert.tbs_certificate_bytes, padding.PKCS1v15(), cert.signature_hash_algorithm)
-        else:
-            return False
-    except Exception:  # InvalidSignature and unsupported algorithms alike: not a proof
-        return False
-    return True
-
-
-def _webhook_entries(cluster: Cluster) -> tuple[list[Finding], list[tuple[str, Obj]]]:
+def _webhook_entries(cluster: Cluster, config: Config) -> tuple[list[Finding], list[tuple[str, Obj]]]:
     findings, entries = [], []
+    name = config.certs_webhook_configuration
     for kind, plural in (("MutatingWebhookConfiguration", "mutatingwebhookconfigurations"),
                          ("ValidatingWebhookConfiguration", "validatingwebhookconfigurations")):
-        obj = cluster.get(f"/apis/admissionregistration.k8s.io/v1/{plural}/{WEBHOOK_CONFIGURATION}")
+        obj = cluster.get(f"/apis/admissionregistration.k8s.io/v1/{plural}/{name}")
         if obj is None:
             findings.append(Finding(False, "webhook configurations",
-                                    f"{kind} {WEBHOOK_CONFIGURATION} is missing: pods are not admitted by KubeNexus"))
+                                    f"{kind} {name} is missing: pods are not admitted by KubeNexus"))
             continue
         webhooks = obj.get("webhooks") or []
-        findings.append(Finding(True, "webhook configurations", f"{kind} {WEBHOOK_CONFIGURATION}: "
+        findings.append(Finding(True, "webhook configurations", f"{kind} {name}: "
                                 f"{len(webhooks)} webhook(s), failurePolicy "
                                 f"{', '.join(sorted({w.get('failurePolicy', 'Fail') for w in webhooks}))}"))
         entries += [(kind, w) for w in webhooks]
@@ -119,15 +93,16 @@ def _webhook_entries(cluster: Cluster) -> tuple[list[Finding], list[tuple[str, O
 
 
 def check_certificates(cluster: Cluster, config: Config, now: datetime.datetime) -> list[Finding]:
-    findings, entries = _webhook_entries(cluster)
-    secret = cluster.get(f"/api/v1/namespaces/{config.namespace}/secrets/{SECRET}")
+    findings, entries = _webhook_entries(cluster, config)
+    secret_name = config.certs_secret
+    secret = cluster.get(f"/api/v1/namespaces/{config.namespace}/secrets/{secret_name}")
     if secret is None:
-        return findings + [Finding(False, "certificate", f"Secret {config.namespace}/{SECRET} with the serving "
+        return findings + [Finding(False, "certificate", f"Secret {config.namespace}/{secret_name} with the serving "
                                    "certificate is missing: run `kubenexus certs ensure` or check cert-manager")]
     data = secret.get("data") or {}
-    serving = _certs(base64.b64decode(data.get("tls.crt", "")))
+    serving = load_bundle(base64.b64decode(data.get("tls.crt", "")))
     if not serving:
-        return findings + [Finding(False, "certificate", f"Secret {SECRET} has no readable tls.crt")]
+        return findings + [Finding(False, "certificate", f"Secret {secret_name} has no readable tls.crt")]
     cert = serving[0]
     left = cert.not_valid_after_utc - now
     if left.total_seconds() <= 0:
@@ -141,12 +116,12 @@ def check_certificates(cluster: Cluster, config: Config, now: datetime.datetime)
         findings.append(Finding(True, "certificate", f"serving certificate valid until "
                                 f"{cert.not_valid_after_utc:%Y-%m-%d} ({left.days} days)"))
     for kind, webhook in entries:
-        bundle = _certs(base64.b64decode((webhook.get("clientConfig") or {}).get("caBundle") or ""))
+        bundle = load_bundle(base64.b64decode((webhook.get("clientConfig") or {}).get("caBundle") or ""))
         name = f"{kind} webhook {webhook.get('name')}"
         if not bundle:
             findings.append(Finding(False, "caBundle",
                                     f"{name} has no caBundle: the apiserver cannot trust the webhook"))
-        elif not any(_signed_by(cert, ca) for ca in bundle):
+        elif not any(signed_by(cert, ca) for ca in bundle):
             findings.append(Finding(False, "caBundle", f"{name}: its caBundle does not contain the CA that signed the "
                                     "serving certificate (drift after a rotation or reinstall): calls to it fail TLS"))
         else:
@@ -176,7 +151,7 @@ def _probe(url: str, bundle_b64: str) -> str | None:
 
 
 def check_endpoints(cluster: Cluster, config: Config, now: datetime.datetime) -> list[Finding]:
-    _, entries = _webhook_entries(cluster)
+    _, entries = _webhook_entries(cluster, config)
     findings = []
     for kind, webhook in entries:
         client_config = webhook.get("clientConfig") or {}
@@ -212,9 +187,9 @@ def _time(text: str | None) -> datetime.datetime | None:
 
 
 def check_leader(cluster: Cluster, config: Config, now: datetime.datetime) -> list[Finding]:
-    lease = cluster.get(f"/apis/coordination.k8s.io/v1/namespaces/{config.namespace}/leases/{LEASE}")
+    lease = cluster.get(f"/apis/coordination.k8s.io/v1/namespaces/{config.namespace}/leases/{LEASE_NAME}")
     if lease is None:
-        return [Finding(False, "controller", f"no Lease {config.namespace}/{LEASE}: the gate controller has never "
+        return [Finding(False, "controller", f"no Lease {config.namespace}/{LEASE_NAME}: the gate controller has never "
                         "run with --leader-elect here; gated pods are never released")]
     spec = lease.get("spec") or {}
     holder, renewed = spec.get("holderIdentity"), _time(spec.get("renewTime"))
