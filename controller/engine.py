@@ -19,20 +19,32 @@ feed it the same state, so what simulate prints is what the controller does.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
 from controller.capacity import add, subtract
 from controller.members import Expected, GangKey, PodView
-from controller.planner import Member, NodeFree, check_placement, never_fits, plan
+from controller.planner import (
+    Member,
+    NodeFree,
+    PlanResult,
+    check_placement,
+    never_fits,
+    plan,
+    slots_text,
+    too_big_text,
+)
 from controller.predicates import HostPort, feasible_nodes, gang_member_port
+from controller.rooms import RoomIndex, Rooms, Shape, prefix, shape_of
 from controller.state import ClusterState
 from gang import keys
 from gang.config import Config
 from gang.quantity import format_quantity
 from gang.resources import Resources
 
+_ZERO = Decimal(0)
 RELEASE = "release"
 WAIT = "wait"
 NEVER_FITS = "never-fits"
@@ -92,10 +104,7 @@ class _Gang:
     owner: str
     sample: PodView
     apart: bool = False  # some member keeps the others off its node (required pod anti-affinity)
-
-    @property
-    def live(self) -> list[PodView]:
-        return [p for p in self.members if p.live]
+    live: list[PodView] = field(default_factory=list)  # neither finished nor on their way out
 
     def late(self, pod: PodView) -> bool:
         """A member created after the first stage: it does not announce the expected members."""
@@ -120,11 +129,12 @@ def _gang(key: GangKey, members: list[PodView]) -> _Gang:
         owner=next((p.owner for p in members if p.owner), ""),
         sample=min(live, key=lambda p: (p.created, p.name)),
         apart=any(p.apart for p in members) or any(e.apart for e in expected),
+        live=[p for p in members if p.live],
     )
 
 
 def _fmt(resources: Mapping[str, Decimal]) -> str:
-    return ", ".join(f"{format_quantity(v, r)} {r}" for r, v in sorted(resources.items()) if v > 0)
+    return ", ".join(f"{format_quantity(v, r)} {r}" for r, v in sorted(resources.items()) if v > 0 and r != "pods")
 
 
 class Engine:
@@ -135,22 +145,33 @@ class Engine:
         self.config = config
         self.roots = roots or (lambda pod: {})
         self._feasible: dict[str, frozenset[str]] = {}
+        self._orders: dict[tuple[str, ...], list[str]] = {}  # sorted union of the feasible sets of some keys
         self._feasible_version = -1
         self._never: dict[tuple, str | None] = {}
+        self._fits_somewhere: set[tuple] = set()  # gang shapes proven able to fit on an otherwise empty cluster
         self._slots: dict[GangKey, tuple[str, ...]] = {}  # reserved nodes decided in memory
         self._shadows: dict[GangKey, dict[str, str]] = {}
+        self._gangs: dict[GangKey, tuple[int, _Gang]] = {}  # per gang, as of its members' last change
+        self._not_yet: dict[GangKey, tuple[tuple, PlanResult, list[PodView]]] = {}
+        self._held_seen: dict[GangKey, dict[str, Resources]] = {}
+        self._held_version = 0  # bumps when room held for gangs changes: cached "not yet"s may be stale
+        self.rooms = Rooms(state)
 
     # --- static feasibility, cached per placement shape ----------------------------------------
 
     def feasible(self, key: str, spec: Mapping, usage: Mapping[str, Decimal]) -> frozenset[str]:
         if self._feasible_version != self.state.shape_version:
             self._feasible.clear()
+            self._orders.clear()
             self._feasible_version = self.state.shape_version
         nodes = self._feasible.get(key)
         if nodes is None:
             requests = {r: v for r, v in usage.items() if r != "pods"}
-            names, _ = feasible_nodes(spec, [n.obj for n in self.state.nodes.values()], requests)
-            nodes = self._feasible[key] = frozenset(names)
+            views = self.state.nodes.values()
+            names, _ = feasible_nodes(spec, [n.obj for n in views], requests, {n.name: n.allocatable for n in views})
+            found = frozenset(names)
+            # One object per distinct set: sets of frozensets then compare by identity, not element by element.
+            nodes = self._feasible[key] = next((s for s in self._feasible.values() if s == found), found)
         return nodes
 
     def _member(self, pod: PodView, gang: _Gang) -> Member:
@@ -198,6 +219,8 @@ class Engine:
         """Per gang, per node: room held for it (open slots and vacancies) that others must not use."""
         held: dict[GangKey, dict[str, Resources]] = {}
         for gang in gangs:
+            if not gang.expected and gang.key not in self.state.vacancies:
+                continue
             per_node: dict[str, Resources] = {}
             for node, slot in self.open_slots(gang):
                 per_node[node] = add(per_node.get(node, {}), slot.usage)
@@ -210,26 +233,77 @@ class Engine:
     # --- capacity as one gang sees it --------------------------------------------------------------
 
     def _nodes(self, members: Sequence[Member], gang: _Gang, held: Mapping[GangKey, Mapping[str, Resources]],
-               limits: Mapping[str, Resources] | None, own_room: bool = False) -> list[NodeFree]:
-        names = sorted(set().union(*{m.nodes for m in members})) if members else []
-        own = set(self.state.gangs.get(gang.key, ()))
+               limits: Mapping[str, Resources] | None, names: Sequence[str] | None = None) -> list[NodeFree]:
+        """Free capacity as ``gang`` sees it on ``names`` (default: every node some member may use): minus
+        nominated pods of at least its priority, room held for gangs (its own too), and a starving gang's limits."""
+        if names is None:
+            names = sorted(set().union(*{m.nodes for m in members})) if members else []
+        state = self.state
+        own = state.gangs.get(gang.key, ())
         members_on = self._members_on(gang)
+        nominated = set(state.nominated_nodes())
+        held_nodes = [per_node for per_node in held.values() if per_node]
         result = []
         for name in names:
-            free = dict(self.state.free(name))
-            for uid, priority, usage in self.state.nominated(name):
-                if priority >= gang.priority and uid not in own:
-                    free = subtract(free, usage)
-            for key, per_node in held.items():
-                if name in per_node and (key != gang.key or not own_room):
+            free = state.free(name)  # shared with the state: the planner only reads it
+            if name in nominated:
+                for uid, priority, usage in state.nominated(name):
+                    if priority >= gang.priority and uid not in own:
+                        free = subtract(free, usage)
+            for per_node in held_nodes:
+                if name in per_node:
                     free = subtract(free, per_node[name])
             if limits is not None and name in limits:
                 free = {r: min(v, limits[name].get(r, v)) for r, v in free.items()}
-            ports = self.state.used_ports(name)
+            ports = state.used_ports(name)
             if name in members_on:
                 ports |= members_on[name]
             result.append(NodeFree(name, free, ports))
         return result
+
+    def _plan(self, members: list[Member], shapes: list[Shape], gang: _Gang,
+              held: Mapping[GangKey, Mapping[str, Resources]], limits: Mapping[str, Resources] | None) -> PlanResult:
+        """``plan`` over the nodes as ``gang`` sees them; the room indexes first say "certainly not" cheaply or
+        name the few nodes to try before all of them. Members with host ports (or kept apart) are planned directly."""
+        if any(m.host_ports for m in members):
+            return plan(members, self._nodes(members, gang, held, limits))
+        groups: dict[Shape, list[Member]] = {}
+        for member, shape in zip(members, shapes, strict=True):
+            groups.setdefault(shape, []).append(member)
+        demand = {self.rooms.index(shape, group[0].nodes): group for shape, group in groups.items()}
+        slots = {index: index.slots(len(group)) for index, group in demand.items()}
+        if any(slots[index] < len(group) for index, group in demand.items()):
+            return self._no_room(demand, slots, len(members))
+        order = self._order(tuple(sorted({shape[0] for shape in groups})), members)
+        names = prefix(order, {index: len(group) for index, group in demand.items()})
+        if names and len(names) < len(order):
+            found = plan(members, self._nodes(members, gang, held, limits, names))
+            if found.fits:
+                return found
+        return plan(members, self._nodes(members, gang, held, limits, order))
+
+    def _no_room(self, demand: Mapping[RoomIndex, list[Member]], slots: Mapping[RoomIndex, int],
+                 total: int) -> PlanResult:
+        """The planner's reason, from the room indexes: a member no node can hold, or too few slots for a class."""
+        short = [(index, group) for index, group in demand.items() if slots[index] < len(group)]
+        index, group = next(((i, g) for i, g in short if not slots[i]), short[0])
+        if not slots[index]:
+            free = self.state.free
+            most = {r: max((free(n).get(r, _ZERO) for n in index.nodes), default=_ZERO) for r in index.usage}
+            reason = too_big_text(group[0].name, index.usage, len(index.nodes), most, "free")
+        else:
+            reason = slots_text(len(group), group[0].name, index.usage, len(index.nodes), slots[index])
+        placed = sum(min(slots[i], len(g)) for i, g in demand.items())
+        if len(demand) == 1:  # one class: first-fit places exactly that many
+            return PlanResult(None, placed, f"{reason}; the largest placement found holds {placed} of {total} members")
+        return PlanResult(None, 0, f"{reason}; at most {placed} of {total} members have room now")
+
+    def _order(self, keys_: tuple[str, ...], members: Sequence[Member]) -> list[str]:
+        """Every node some member may use, by name (the planner's order), cached per set of placement keys."""
+        order = self._orders.get(keys_)
+        if order is None:
+            order = self._orders[keys_] = sorted(set().union(*{m.nodes for m in members}))
+        return order
 
     def _future(self, names: Sequence[str], claims: Mapping[str, Resources],
                 held: Mapping[GangKey, Mapping[str, Resources]]) -> dict[str, Resources]:
@@ -249,11 +323,14 @@ class Engine:
     # --- one pass ---------------------------------------------------------------------------------
 
     def cycle(self, now: float) -> Cycle:
-        gangs = [_gang(key, self.state.members(key)) for key in list(self.state.gangs)]
-        gangs = [g for g in gangs if g.members]
-        for key in [k for k in self._slots if k not in self.state.gangs]:
-            del self._slots[key]
+        gangs = [g for g in map(self._gang, list(self.state.gangs)) if g.members]
+        for cache in (self._slots, self._gangs, self._not_yet):
+            for key in [k for k in cache if k not in self.state.gangs]:
+                del cache[key]
         held = self._held(gangs, now)
+        if held != self._held_seen:
+            self._held_version += 1
+            self._held_seen = {key: dict(per_node) for key, per_node in held.items()}
         decisions: list[GangDecision] = []
         releases: list[Release] = []
         released = [g for g in gangs if self._started(g)]
@@ -267,7 +344,16 @@ class Engine:
             decisions.append(decision)
         for key in [k for k in self._shadows if k not in {g.key for g in waiting}]:
             del self._shadows[key]
+        self.rooms.prune()
         return Cycle(decisions, releases)
+
+    def _gang(self, key: GangKey) -> _Gang:
+        """The gang as of its members' last change (rebuilt only then)."""
+        version = self.state.gang_versions.get(key, 0)
+        cached = self._gangs.get(key)
+        if cached is None or cached[0] != version:
+            cached = self._gangs[key] = (version, _gang(key, self.state.members(key)))
+        return cached[1]
 
     def _started(self, gang: _Gang) -> bool:
         return gang.key in self._slots or any(
@@ -336,6 +422,7 @@ class Engine:
             if check_placement([member], [NodeFree(node, free, base.used_ports)], {pod.name: node}):
                 continue
             slots.pop(index)
+            self._held_version += 1
             per_node = held.get(gang.key, {})
             if node in per_node:
                 per_node[node] = subtract(per_node[node], slot.usage)
@@ -354,6 +441,7 @@ class Engine:
             if check_placement([member], [NodeFree(vacancy.node, free, base.used_ports)], {pod.name: vacancy.node}):
                 continue
             vacancies.remove(vacancy)
+            self._held_version += 1
             self.state.vacancies[gang.key] = vacancies
             per_node = held.get(gang.key, {})
             if vacancy.node in per_node:
@@ -391,18 +479,28 @@ class Engine:
         candidates = [live, chosen] if len(live) > gang.needed else [live]
         expected = self._expected_members(gang)
         limits = self._limits(gang, held, claims) if claims else None
-        found = None
-        for group in candidates:
-            members = [self._member(p, gang) for p in group] + expected
-            found = plan(members, self._nodes(members, gang, held, limits))
-            if found.fits:
-                chosen = group
-                break
-        assert found is not None
+        # Nothing freed, no member changed, no held room given back: the last "not yet" still holds.
+        token = (self.state.gang_versions.get(gang.key), self.state.freed, self.state.shape_version,
+                 self._held_version) if not claims else None
+        cached = self._not_yet.get(gang.key)
+        if token is not None and cached is not None and cached[0] == token:
+            found, chosen = cached[1], cached[2]
+        else:
+            self._not_yet.pop(gang.key, None)
+            shapes = [shape_of(e.key, e.usage) for e in gang.expected]
+            for group in candidates:
+                members = [self._member(p, gang) for p in group] + expected
+                found = self._plan(members, [shape_of(p.key, p.usage) for p in group] + shapes, gang, held, limits)
+                if found.fits:
+                    chosen = group
+                    break
+            if token is not None and not found.fits:
+                self._not_yet[gang.key] = (token, found, chosen)
         if found.fits:
             reserved = tuple(found.placement[m.name] for m in expected)
             if reserved:
                 self._slots[gang.key] = reserved
+                self._held_version += 1
                 per_node = held.setdefault(gang.key, {})
                 for member, node in zip(gang.expected, reserved, strict=True):
                     per_node[node] = add(per_node.get(node, {}), member.usage)
@@ -458,14 +556,21 @@ class Engine:
         if homeless:
             return (f"{homeless[0]} has no schedulable node that matches its node selector, affinity and tolerations "
                     "and offers every resource it requests")
-        signature = (gang.key, self.state.shape_version, tuple((m.name, m.nodes) for m in members))
+        shape = (self.state.shape_version, frozenset(Counter(
+            (m.nodes, tuple(sorted(m.requests.items())), m.host_ports) for m in members).items()))
+        if shape in self._fits_somewhere:  # another gang of this shape was proven able to fit: so is this one
+            return None
+        signature = (gang.key, shape)
         if signature not in self._never:
             if len(self._never) > 10_000:
                 self._never.clear()
+                self._fits_somewhere.clear()
             names = sorted(set().union(*{m.nodes for m in members}))
             nodes = [NodeFree(n, subtract(self.state.nodes[n].allocatable, self.state.permanent(n)),
                               self.state.permanent_ports(n)) for n in names if n in self.state.nodes]
-            self._never[signature] = never_fits(members, nodes)
+            self._never[signature] = reason = never_fits(members, nodes)
+            if reason is None:
+                self._fits_somewhere.add(shape)
         return self._never[signature]
 
 

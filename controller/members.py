@@ -44,8 +44,11 @@ def parse_time(text: str | None) -> float:
 
 
 def placement_key(spec: Obj, requests: Mapping[str, Decimal]) -> str:
-    """Everything static feasibility depends on, as a cache key: identical members share it."""
-    shown = {field: spec.get(field) for field in _PLACEMENT_FIELDS if spec.get(field)}
+    """Everything static feasibility depends on, as a cache key: members of every job with the same node
+    constraints share it (preferred terms and pod affinity, which often name the job, are left out)."""
+    affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    shown = {"nodeSelector": spec.get("nodeSelector") or {}, "tolerations": spec.get("tolerations") or [],
+             "nodeAffinity": affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}}
     shown["resources"] = sorted(name for name, value in requests.items() if value > 0)
     return json.dumps(shown, sort_keys=True, default=str)
 

@@ -18,8 +18,10 @@ import math
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from decimal import Context, Decimal
+from functools import lru_cache
 
 from controller.capacity import PODS
 from controller.predicates import ANY_HOST_IP, HostPort, is_gang_member_port, normalize_port, ports_clash
@@ -64,7 +66,7 @@ class NodeFree:
 
     name: str
     free: dict[str, Decimal]
-    used_ports: set[Port] = field(default_factory=set)
+    used_ports: AbstractSet[Port] = field(default_factory=frozenset)
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,12 @@ def member_requests(member: Member) -> dict[str, Decimal]:
         if number:
             requests[resource] = number
     return requests
+
+
+@lru_cache(maxsize=4096)
+def _normalized(ports: frozenset[Port]) -> frozenset[Port]:
+    """Nodes mostly share their host ports (DaemonSets): normalize each distinct set once."""
+    return frozenset(map(normalize_port, ports))
 
 
 def _member_ports(member: Member) -> frozenset[Port]:
@@ -246,7 +254,7 @@ def _build(members: Sequence[Member], nodes: Sequence[NodeFree]) -> _Problem:
                      default=0) for r, column in zip(resources, columns, strict=True)]
     free = [list(vector) for vector in zip(*(_scaled(column, e) for column, e in zip(columns, exponents, strict=True)),
                                            strict=True)] if resources else [[] for _ in usable]
-    ports = [frozenset(map(normalize_port, by_name[name].used_ports)) if by_name[name].used_ports else _NO_PORTS
+    ports = [_normalized(frozenset(by_name[name].used_ports)) if by_name[name].used_ports else _NO_PORTS
              for name in usable]
     position = {r: i for i, r in enumerate(resources)}
     classes = [
@@ -588,10 +596,32 @@ def _placement(problem: _Problem, members: Sequence[Member], assignment: list[li
 
 
 def _needs(problem: _Problem, cls: _Class, short: Container[int] = ()) -> str:
-    parts = [_fmt(value, resource) for resource, value in sorted(cls.requests.items())
-             if resource != PODS or value != 1 or problem.resources.index(resource) in short]
-    parts += dict.fromkeys(_port_text(port) for port in sorted(cls.ports))
+    return needs_text(cls.requests, {problem.resources[r] for r in range(len(problem.resources)) if r in short},
+                      cls.ports)
+
+
+def needs_text(requests: Mapping[str, Decimal], short: Container[str] = (), ports: Iterable[Port] = ()) -> str:
+    """What one member needs, as the reasons print it (its one pod slot only when that is what falls short)."""
+    parts = [_fmt(value, resource) for resource, value in sorted(requests.items())
+             if value and (resource != PODS or value != 1 or resource in short)]
+    parts += dict.fromkeys(_port_text(port) for port in sorted(ports))
     return ", ".join(parts) or "nothing"
+
+
+def too_big_text(name: str, requests: Mapping[str, Decimal], eligible: int, most: Mapping[str, Decimal],
+                 word: str, ports: Iterable[Port] = ()) -> str:
+    """Why no eligible node can hold one member, given the most of each requested resource any of them has."""
+    short = sorted(r for r, q in requests.items() if q > most.get(r, 0))
+    head = f"member {name} needs {needs_text(requests, short, ports)}; none of its {eligible} eligible nodes"
+    if short:
+        return f"{head} can hold it (the most {word} is {', '.join(_fmt(Decimal(most.get(r, 0)), r) for r in short)})"
+    return f"{head} has all of that {word} at once"
+
+
+def slots_text(count: int, name: str, requests: Mapping[str, Decimal], eligible: int, slots: int,
+               ports: Iterable[Port] = ()) -> str:
+    return (f"{count} members like {name} need {needs_text(requests, (), ports)} each; "
+            f"their {eligible} eligible nodes have room for only {slots}")
 
 
 def _explain(problem: _Problem, pack: _Packing, word: str) -> str | None:
@@ -609,8 +639,7 @@ def _explain(problem: _Problem, pack: _Packing, word: str) -> str | None:
         return clique
     for c, cls in enumerate(problem.classes):
         if pack.slots[c] < cls.count:
-            return (f"{cls.count} members like {cls.names[0]} need {_needs(problem, cls)} each; "
-                    f"their {len(cls.eligible)} eligible nodes have room for only {pack.slots[c]}")
+            return slots_text(cls.count, cls.names[0], cls.requests, len(cls.eligible), pack.slots[c], cls.ports)
     for r, resource in enumerate(problem.resources):
         if pack.demand[r] > pack.usable_free[r]:
             return (f"the gang needs {_fmt(problem.value(r, pack.demand[r]), resource)} on nodes matching its "
@@ -624,15 +653,12 @@ def _explain(problem: _Problem, pack: _Packing, word: str) -> str | None:
 
 def _too_big(problem: _Problem, pack: _Packing, cls: _Class, word: str) -> str:
     best = {r: max(pack.free[n][r] for n in cls.eligible) for r, _ in cls.need}
-    short = {r for r, q in cls.need if q > best[r]}
-    head = f"member {cls.names[0]} needs {_needs(problem, cls, short)}; none of its {len(cls.eligible)} eligible nodes"
-    if short:
-        most = ", ".join(_fmt(problem.value(r, best[r]), problem.resources[r]) for r in sorted(short))
-        return f"{head} can hold it (the most {word} is {most})"
     roomy = [n for n in cls.eligible if all(pack.free[n][r] >= q for r, q in cls.need)]
     if roomy:
-        return f"{head} has its host ports free ({len(roomy)} have room but the ports are in use)"
-    return f"{head} has all of that {word} at once"
+        return (f"member {cls.names[0]} needs {_needs(problem, cls)}; none of its {len(cls.eligible)} eligible nodes "
+                f"has its host ports free ({len(roomy)} have room but the ports are in use)")
+    most = {problem.resources[r]: problem.value(r, value) for r, value in best.items()}
+    return too_big_text(cls.names[0], cls.requests, len(cls.eligible), most, word, cls.ports)
 
 
 def _port_clique(problem: _Problem, pack: _Packing) -> str | None:

@@ -262,6 +262,8 @@ def matches_selector_and_affinity(pod_spec: Obj, node: Obj) -> str | None:
 
 
 def _lacking(requests: Mapping[str, Decimal], offered: Mapping[str, Decimal]) -> str | None:
+    if all(value <= 0 or offered.get(name, 0) > 0 for name, value in requests.items()):
+        return None
     missing = sorted(name for name, value in requests.items() if value > 0 and offered.get(name, 0) <= 0)
     return f"node(s) lack resource {', '.join(missing)}" if missing else None
 
@@ -433,14 +435,15 @@ def certifiability(
 # --- All static predicates for many nodes -------------------------------------------------------
 
 
-def feasible_nodes(pod_spec: Obj, nodes: Iterable[Obj],
-                   requests: Mapping[str, Decimal] | None = None) -> tuple[list[str], dict[str, str]]:
+def feasible_nodes(pod_spec: Obj, nodes: Iterable[Obj], requests: Mapping[str, Decimal] | None = None,
+                   allocatables: Mapping[str, Mapping[str, Decimal]] | None = None) -> tuple[list[str], dict[str, str]]:
     """Names of the nodes that pass every static predicate (in input order), and why each other failed.
 
     Static means independent of what else runs on the node: schedulability, readiness, taints,
     selector and affinity, and resources the node doesn't offer. Free capacity and host ports in
     use change with every placement and are the planner's to check. ``requests`` defaults to the
-    spec's own; pass them for a trimmed spec without containers.
+    spec's own; pass them for a trimmed spec without containers. ``allocatables`` (by node name) spares
+    parsing each node's allocatable again when the caller keeps it parsed.
     """
     tolerations = list(pod_spec.get("tolerations") or [])
     placement = _Placement.of(pod_spec)
@@ -449,8 +452,8 @@ def feasible_nodes(pod_spec: Obj, nodes: Iterable[Obj],
     rejected: dict[str, str] = {}
     for node in nodes:
         name = (node.get("metadata") or {}).get("name") or ""
-        reason = (_schedulable(tolerations, node) or placement.check(node)
-                  or _lacking(requests, allocatable(node)))
+        offered = allocatables[name] if allocatables is not None else allocatable(node)
+        reason = _schedulable(tolerations, node) or placement.check(node) or _lacking(requests, offered)
         if reason is None:
             feasible.append(name)
         else:

@@ -64,6 +64,9 @@ class ClusterState:
         self._charged_at: dict[str, str] = {}  # uid -> node it is charged to
         self.shape_version = 0  # bumps when static feasibility of any node may have changed
         self.version = 0  # bumps on every change
+        self.freed = 0  # bumps when room may have grown anywhere: a decision "not yet" may have changed
+        self.gang_versions: dict[GangKey, int] = {}  # the version at which a member of the gang last changed
+        self.dirty: set[str] = set()  # nodes whose free capacity or ports changed; the engine takes them
 
     # --- nodes -----------------------------------------------------------------------------------
 
@@ -73,13 +76,17 @@ class ClusterState:
         self.nodes[view.name] = view
         if old is None or old.shape != view.shape:
             self.shape_version += 1
+            self.freed += 1
         if old is None or old.allocatable != view.allocatable:
             self._free[view.name] = subtract(view.allocatable, self._charged.get(view.name, {}))
+            self.dirty.add(view.name)
+            self.freed += 1
         self.version += 1
 
     def delete_node(self, name: str) -> None:
         if self.nodes.pop(name, None) is not None:
             self._free.pop(name, None)
+            self.dirty.add(name)
             self.shape_version += 1
             self.version += 1
 
@@ -88,6 +95,7 @@ class ClusterState:
     def upsert_pod(self, obj: Mapping[str, Any], now: float = 0.0) -> PodView:
         pod = pod_view(obj)
         old = self.pods.get(pod.uid)
+        before = self._footprint(old)
         if old is not None:
             self._forget(old)
         was_charged = self._charged_at.get(pod.uid, "")
@@ -99,11 +107,13 @@ class ClusterState:
         self._charge(pod)
         if old is not None and was_charged and pod.failed and not old.failed:
             self._vacate(old, was_charged, now)
-        self.version += 1
+        self._changed(before, self._footprint(pod), old, pod)
         return pod
 
     def delete_pod(self, uid: str, now: float = 0.0) -> None:
-        old = self.pods.pop(uid, None)
+        old = self.pods.get(uid)
+        before = self._footprint(old)
+        self.pods.pop(uid, None)
         self.pending.pop(uid, None)
         if old is None:
             return
@@ -112,14 +122,38 @@ class ClusterState:
         self._uncharge(uid, old)
         if was_charged and not old.terminal:
             self._vacate(old, was_charged, now)
-        self.version += 1
+        self._changed(before, None, old, None)
 
     def reserve(self, pod: PodView, node: str) -> None:
         """Charge a pod this loop is releasing to ``node`` now, before any API write."""
+        before = self._footprint(pod)
         self._uncharge(pod.uid, pod)
         self.pending[pod.uid] = node
         self._charge(pod)
+        self._changed(before, self._footprint(pod), pod, pod)
+
+    def _footprint(self, pod: PodView | None) -> tuple | None:
+        """What a pod takes from others: its charge (node, bound or not, usage, ports) and its nomination."""
+        if pod is None:
+            return None
+        node = self._charged_at.get(pod.uid, "")
+        charge = (node, bool(pod.node), pod.usage, pod.ports) if node else None
+        nomination = (pod.nominated, pod.priority, pod.usage) if pod.nominated and not pod.node and not pod.terminal \
+            else None
+        return charge, nomination
+
+    def _changed(self, before: tuple | None, after: tuple | None, old: PodView | None, new: PodView | None) -> None:
+        """Bump the versions a change concerns: ``freed`` only when a charge or nomination was given up or shrank
+        (a released member that binds gives up its reservation: room beyond it may now be planned)."""
         self.version += 1
+        for pod in (old, new):
+            if pod is not None and pod.gang in self.gangs:
+                self.gang_versions[pod.gang] = self.version
+        if before is None:
+            return
+        after = after or (None, None)
+        if (before[0] is not None and before[0] != after[0]) or (before[1] is not None and before[1] != after[1]):
+            self.freed += 1
 
     def _remember(self, pod: PodView) -> None:
         if pod.gang is not None:
@@ -140,6 +174,7 @@ class ClusterState:
                 members.discard(pod.uid)
                 if not members:
                     del self.gangs[pod.gang]
+                    self.gang_versions.pop(pod.gang, None)
         self.unresolved.discard(pod.uid)
         if pod.nominated:
             nominated = self._nominated.get(pod.nominated)
@@ -157,6 +192,7 @@ class ClusterState:
         if not node:
             return
         self._charged_at[pod.uid] = node
+        self.dirty.add(node)
         self._charged[node] = add(self._charged.get(node, {}), pod.usage)
         if not pod.node:
             self._unbound[node] = add(self._unbound.get(node, {}), pod.usage)
@@ -170,6 +206,7 @@ class ClusterState:
         node = self._charged_at.pop(uid, "")
         if not node or pod is None:
             return
+        self.dirty.add(node)
         self._charged[node] = subtract(self._charged[node], pod.usage)
         if not pod.node:
             self._unbound[node] = subtract(self._unbound[node], pod.usage)
@@ -198,13 +235,13 @@ class ClusterState:
         """What released members not bound yet hold on the node."""
         return self._unbound.get(node, {})
 
-    def used_ports(self, node: str) -> set[HostPort]:
+    def used_ports(self, node: str) -> frozenset[HostPort]:
         return _live_ports(self._ports, self._port_sets, node)
 
     def permanent(self, node: str) -> Resources:
         return self._permanent.get(node, {})
 
-    def permanent_ports(self, node: str) -> set[HostPort]:
+    def permanent_ports(self, node: str) -> frozenset[HostPort]:
         return _live_ports(self._permanent_ports, self._permanent_port_sets, node)
 
     def nominated(self, node: str) -> Iterable[tuple[str, int, Resources]]:
@@ -228,9 +265,9 @@ class ClusterState:
 
 
 def _live_ports(counts: Mapping[str, Counter[HostPort]], cache: dict[str, frozenset[HostPort]],
-                node: str) -> set[HostPort]:
+                node: str) -> frozenset[HostPort]:
     """The ports with a positive count on ``node``, cached until the caller drops the node's entry."""
     ports = cache.get(node)
     if ports is None:
         ports = cache[node] = frozenset(port for port, count in (counts.get(node) or {}).items() if count > 0)
-    return set(ports)
+    return ports

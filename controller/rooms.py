@@ -1,0 +1,141 @@
+"""How many members of one shape each node could take now: an index kept across decision passes.
+
+Planning a gang means looking at every node it may use (5,000 in a large cluster), on every pass
+for every waiting gang. Most of that work answers two cheap questions, which this index answers
+without the walk:
+
+* *Can it possibly fit?* Members of one shape (same requests, same eligible nodes) need as many
+  slots as there are of them; the nodes offer ``sum(min(room(n), count))``. Fewer means "not now",
+  whatever else happens (the planner's per-class slot bound, read from a histogram of rooms).
+* *Where to look first?* The nodes, in name order, that have room at all: a gang that fits is
+  planned over just enough of them (as kube-scheduler stops after ``percentageOfNodesToScore``),
+  and over all of its nodes only when that fails.
+
+An index is built by one walk over its shape's eligible nodes and then kept current node by node
+from the nodes whose free capacity changed (``ClusterState.dirty``). It reads the raw free
+capacity (nominated pods and room held for other gangs not subtracted), so rooms are upper bounds:
+the index only ever says "certainly not" or "try these first", never "fits".
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from decimal import Decimal
+
+from controller.state import ClusterState
+from gang.resources import Resources
+
+# A member shape: (placement key, requests with the pod slot as sorted items).
+Shape = tuple[str, tuple[tuple[str, Decimal], ...]]
+
+
+def room(usage: Mapping[str, Decimal], free: Mapping[str, Decimal]) -> int:
+    """How many members requesting ``usage`` (the pod slot included) fit in ``free``."""
+    count: Decimal | None = None
+    for resource, need in usage.items():
+        if need > 0:
+            here = free.get(resource, 0) // need
+            if here <= 0:
+                return 0
+            if count is None or here < count:
+                count = here
+    if count is None:
+        raise ValueError("a member without a pod slot has unbounded room")
+    return int(count)
+
+
+class RoomIndex:
+    """Per node of one shape's eligible nodes, how many members of the shape fit now (only rooms above 0)."""
+
+    def __init__(self, usage: Resources, nodes: frozenset[str], free: Callable[[str], Resources]) -> None:
+        self.usage = usage
+        self.nodes = nodes
+        self.rooms: dict[str, int] = {}
+        self.histogram: Counter[int] = Counter()  # room -> how many nodes have exactly that room
+        for node in nodes:
+            self.update(node, free(node))
+
+    def update(self, node: str, free: Resources) -> None:
+        if node not in self.nodes:
+            return
+        new = room(self.usage, free)
+        old = self.rooms.get(node, 0)
+        if new == old:
+            return
+        if old:
+            self.histogram[old] -= 1
+            if not self.histogram[old]:
+                del self.histogram[old]
+        if new:
+            self.rooms[node] = new
+            self.histogram[new] += 1
+        else:
+            del self.rooms[node]
+
+    def slots(self, count: int) -> int:
+        """How many of ``count`` members of this shape the nodes could take at most, each node on its own."""
+        return sum(min(size, count) * nodes for size, nodes in self.histogram.items())
+
+
+class Rooms:
+    """The engine's room indexes, one per member shape in use, kept current from the state's dirty nodes."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self._indexes: dict[Shape, RoomIndex] = {}
+        self._shape_version = state.shape_version
+        self._used: set[Shape] = set()
+
+    def index(self, shape: Shape, nodes: frozenset[str]) -> RoomIndex:
+        """The index for ``shape`` over ``nodes`` (its eligible nodes under the current node shapes)."""
+        self.refresh()
+        self._used.add(shape)
+        found = self._indexes.get(shape)
+        if found is None or found.nodes is not nodes:
+            found = self._indexes[shape] = RoomIndex(dict(shape[1]), nodes, self.state.free)
+        return found
+
+    def refresh(self) -> None:
+        """Apply the nodes whose capacity changed since the last call; start over when node shapes changed."""
+        dirty, self.state.dirty = self.state.dirty, set()
+        if self._shape_version != self.state.shape_version:
+            self._shape_version = self.state.shape_version
+            self._indexes.clear()
+            return
+        if dirty and self._indexes:
+            free = self.state.free
+            for node in dirty:
+                capacity = free(node)
+                for index in self._indexes.values():
+                    index.update(node, capacity)
+
+    def prune(self) -> None:
+        """Drop the indexes no gang used since the last prune (call once per pass)."""
+        for shape in [s for s in self._indexes if s not in self._used]:
+            del self._indexes[shape]
+        self._used = set()
+
+
+def shape_of(key: str, usage: Resources) -> Shape:
+    return key, tuple(sorted(usage.items()))
+
+
+def prefix(order: Iterable[str], demand: Mapping[RoomIndex, int]) -> list[str]:
+    """The shortest run of ``order`` whose rooms cover every index's demand, or [] when all of it does not."""
+    left = {index: count for index, count in demand.items() if count > 0}
+    chosen: list[str] = []
+    for node in order:
+        took = False
+        for index in list(left):
+            here = index.rooms.get(node, 0)
+            if here:
+                took = True
+                left[index] -= here
+                if left[index] <= 0:
+                    del left[index]
+        if took:
+            chosen.append(node)
+            if not left:
+                return chosen
+    return []
