@@ -21,6 +21,7 @@ from cluster.admission import Request, User, WebhookAdmission, validate_webhook_
 from cluster.audit import AuditLog, request_info
 from cluster.defaults import apply_defaults, label_namespace_name
 from cluster.patches import PatchError, apply_patch
+from cluster.rbac import review_errors, review_status, stored_policy
 from cluster.resources import Registry, Resource, from_crd
 from cluster.selectors import SelectorError, parse_field_selector, parse_label_selector
 from cluster.store import ApiError, Event, Obj, Store, now
@@ -130,7 +131,7 @@ class ApiServer:
         listed = []
         for r in sorted(resources, key=lambda r: r.plural):
             listed.append({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind,
-                           "verbs": VERBS, "shortNames": list(r.short_names)})
+                           "verbs": VERBS if r.stored else ["create"], "shortNames": list(r.short_names)})
             for sub in r.subresources:
                 verbs = ["create"] if sub == "binding" else ["get", "patch", "update"]
                 kind = "Binding" if sub == "binding" else r.kind
@@ -145,7 +146,7 @@ class ApiServer:
         kubectl reads it to learn that the server validates fields itself (``fieldValidation``);
         custom resources are absent, as kubectl then checks Namespace's document instead.
         """
-        builtin = [r for r in self.registry.all() if r.builtin]
+        builtin = [r for r in self.registry.all() if r.builtin and r.stored]  # reviews have no PATCH
 
         def gv_path(r: Resource) -> str:
             return f"apis/{r.group}/{r.version}" if r.group else f"api/{r.version}"
@@ -196,6 +197,10 @@ class ApiServer:
             # This emulator decodes JSON only; a real apiserver also speaks protobuf and YAML.
             raise ApiError(415, "UnsupportedMediaType", 'the body of the request was in an unknown format - '
                                                         'accepted media types include: application/json')
+        if not resource.stored:  # a review: create is the only verb, and nothing is kept
+            if method == "POST" and not target.name:
+                return self._review(_json(body))
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
         if method == "GET" and not target.name:
             if query.get("watch") in ("true", "1"):
                 return self._watch(target, query)
@@ -334,6 +339,22 @@ class ApiServer:
         if resource.kind == "CustomResourceDefinition":
             self._establish(created)
         return Response(201, created, warnings=warnings)
+
+    def _review(self, review: Any) -> Response:
+        """SubjectAccessReview (``pkg/registry/authorization/subjectaccessreview``): validated, evaluated by the
+        authorizers against the RBAC objects stored now, and returned with the spec and a status; never stored."""
+        if not isinstance(review, dict):
+            raise ApiError(400, "BadRequest", "the body of the request is not a JSON object")
+        errors = review_errors(review)
+        if errors:
+            raise ApiError(422, "Invalid", validation.invalid_message("SubjectAccessReview.authorization.k8s.io", "",
+                                                                      errors),
+                           {"group": "authorization.k8s.io", "kind": "SubjectAccessReview",
+                            "causes": [{"message": e} for e in errors]})
+        spec = review["spec"]
+        return Response(201, {"kind": "SubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+                              "metadata": {"creationTimestamp": None}, "spec": spec,
+                              "status": review_status(stored_policy(self.store, self.registry), spec)})
 
     def _establish(self, crd: Obj) -> None:
         for served in from_crd(crd):

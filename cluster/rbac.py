@@ -16,10 +16,15 @@ everywhere; a RoleBinding grants its Role, or the ClusterRole it names, only for
 namespace. Subjects are users, groups and service accounts (a ServiceAccount subject without a namespace
 means the RoleBinding's own). ClusterRoles with an ``aggregationRule`` get the rules of the ClusterRoles
 their selectors match, as the clusterrole-aggregation controller writes them.
+
+SubjectAccessReviews (``POST /apis/authorization.k8s.io/v1/subjectaccessreviews``) ask the same evaluator about
+any user and groups, whether or not RBAC is enforced for them: allowed for ``system:masters`` (the privileged-group
+authorizer), else as RBAC decides, with its reason ("RBAC: allowed by ...", or the roles it could not find).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -93,6 +98,8 @@ class Grant:
     role: str  # "ClusterRole/name" or "Role/ns/name"
     namespace: str | None
     rules: tuple[PolicyRule, ...]
+    source: str = ""  # as the RBAC authorizer describes it: 'ClusterRoleBinding "b" of ClusterRole "r" to User "u"'
+    error: str = ""  # the role it refers to does not exist
 
 
 def load_manifests(text: str) -> list[Obj]:
@@ -129,6 +136,13 @@ def applies_to(subject: Obj, user: str, groups: Iterable[str], namespace: str) -
     return False
 
 
+def describe_subject(subject: Obj, namespace: str) -> str:
+    """``describeSubject``: a ServiceAccount as "name/namespace", anything else by its name."""
+    if subject.get("kind") == "ServiceAccount":
+        return f'ServiceAccount "{subject.get("name")}/{subject.get("namespace") or namespace}"'
+    return f'{subject.get("kind")} "{subject.get("name")}"'
+
+
 class Policy:
     """The RBAC objects of a cluster (or of rendered manifests), evaluated like the RBAC authorizer."""
 
@@ -155,30 +169,43 @@ class Policy:
                 rules += [r for r in other.get("rules") or [] if r not in rules]
         return tuple(rules)
 
-    def _role_rules(self, ref: Obj, namespace: str | None) -> tuple[str, tuple[PolicyRule, ...]]:
+    def _role_rules(self, ref: Obj, namespace: str | None) -> tuple[str, tuple[PolicyRule, ...], str]:
+        """The role a binding refers to, its rules, and ``GetRoleReferenceRules``' error when it is missing."""
         kind, name = ref.get("kind"), str(ref.get("name", ""))
         if kind == "ClusterRole":
-            return f"ClusterRole/{name}", self.cluster_role_rules(name)
+            missing = name not in self.cluster_roles
+            return (f"ClusterRole/{name}", self.cluster_role_rules(name),
+                    f'clusterrole.rbac.authorization.k8s.io "{name}" not found' if missing else "")
         if kind == "Role" and namespace is not None:
             role = self.roles.get((namespace, name))
-            return f"Role/{namespace}/{name}", tuple((role or {}).get("rules") or [])
-        return f"{kind}/{name}", ()
+            return (f"Role/{namespace}/{name}", tuple((role or {}).get("rules") or []),
+                    f'role.rbac.authorization.k8s.io "{name}" not found' if role is None else "")
+        return f"{kind}/{name}", (), f'unsupported role reference kind: "{kind}"'
 
     def grants(self, user: str, groups: Iterable[str]) -> Iterator[Grant]:
         """Every binding that applies to the user, with the rules it grants and where."""
         groups = tuple(groups)
         for binding in self.cluster_role_bindings:
-            if any(applies_to(s, user, groups, "") for s in binding.get("subjects") or []):
+            name = _meta(binding).get("name")
+            subject = next((s for s in binding.get("subjects") or [] if applies_to(s, user, groups, "")), None)
+            if subject is not None:
                 ref = binding.get("roleRef") or {}
                 if ref.get("kind") != "ClusterRole":  # a ClusterRoleBinding can only reference a ClusterRole
                     continue
-                role, rules = self._role_rules(ref, None)
-                yield Grant(f"ClusterRoleBinding/{_meta(binding).get('name')}", role, None, rules)
+                role, rules, error = self._role_rules(ref, None)
+                source = f'ClusterRoleBinding "{name}" of ClusterRole "{ref.get("name")}" to ' \
+                         f'{describe_subject(subject, "")}'
+                yield Grant(f"ClusterRoleBinding/{name}", role, None, rules, source, error)
         for binding in self.role_bindings:
-            namespace = _meta(binding).get("namespace") or "default"
-            if any(applies_to(s, user, groups, namespace) for s in binding.get("subjects") or []):
-                role, rules = self._role_rules(binding.get("roleRef") or {}, namespace)
-                yield Grant(f"RoleBinding/{namespace}/{_meta(binding).get('name')}", role, namespace, rules)
+            namespace, name = _meta(binding).get("namespace") or "default", _meta(binding).get("name")
+            subject = next((s for s in binding.get("subjects") or [] if applies_to(s, user, groups, namespace)),
+                           None)
+            if subject is not None:
+                ref = binding.get("roleRef") or {}
+                role, rules, error = self._role_rules(ref, namespace)
+                source = f'RoleBinding "{name}/{namespace}" of {ref.get("kind")} "{ref.get("name")}" to ' \
+                         f"{describe_subject(subject, namespace)}"
+                yield Grant(f"RoleBinding/{namespace}/{name}", role, namespace, rules, source, error)
 
     def rules_for(self, user: str, groups: Iterable[str], namespace: str = "") -> list[PolicyRule]:
         """``VisitRulesFor``: the rules that apply to a request by the user in ``namespace`` ("" cluster-wide)."""
@@ -187,6 +214,21 @@ class Policy:
 
     def authorize(self, user: str, groups: Iterable[str], request: RequestInfo) -> bool:
         return allowed(self.rules_for(user, groups, request.namespace), request)
+
+    def decide(self, user: str, groups: Iterable[str], request: RequestInfo) -> tuple[bool, str]:
+        """``RBACAuthorizer.Authorize``: allowed and "RBAC: allowed by <binding>", or not allowed ("no opinion")
+        with the reasons bindings could not be evaluated (a missing role), "" when there are none."""
+        errors: list[str] = []
+        for grant in self.grants(user, groups):
+            if grant.namespace not in (None, request.namespace or None):
+                continue
+            if grant.error and grant.error not in errors:
+                errors.append(grant.error)
+            if allowed(grant.rules, request):
+                return True, f"RBAC: allowed by {grant.source}"
+        if not errors:
+            return False, ""
+        return False, "RBAC: " + (errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
 
 
 def service_account(namespace: str, name: str) -> tuple[str, tuple[str, ...]]:
@@ -251,16 +293,70 @@ class StoreAuthorizer:
     def __init__(self, store: Any, registry: Any, usernames: Iterable[str]) -> None:
         self.store, self.registry, self.usernames = store, registry, frozenset(usernames)
 
-    def _policy(self) -> Policy:
-        objects: list[Obj] = list(BOOTSTRAP)
-        for plural in _RBAC_PLURALS:
-            resource = self.registry.get("rbac.authorization.k8s.io", "v1", plural)
-            if resource is not None:
-                objects += self.store.list(resource, None)[0]
-        return Policy(objects)
-
     def check(self, user: str, groups: Iterable[str], request: RequestInfo) -> ApiError | None:
         """None when allowed (or not checked); otherwise the 403 to answer."""
-        if user not in self.usernames or self._policy().authorize(user, groups, request):
+        if user not in self.usernames or stored_policy(self.store, self.registry).authorize(user, groups, request):
             return None
         return forbidden(user, request)
+
+
+def stored_policy(store: Any, registry: Any) -> Policy:
+    """The RBAC objects stored in the local cluster, plus the default discovery roles."""
+    objects: list[Obj] = list(BOOTSTRAP)
+    for plural in _RBAC_PLURALS:
+        resource = registry.get("rbac.authorization.k8s.io", "v1", plural)
+        if resource is not None:
+            objects += store.list(resource, None)[0]
+    return Policy(objects)
+
+
+# --- SubjectAccessReview ------------------------------------------------------------------------------------------
+
+PRIVILEGED_GROUP = "system:masters"  # the apiserver's privileged-group authorizer allows it everything
+
+
+def _invalid(path: str, value: Any, message: str) -> str:
+    return f"{path}: Invalid value: {json.dumps(value, separators=(',', ':'))}: {message}"
+
+
+def review_errors(review: Obj) -> list[str]:
+    """``ValidateSubjectAccessReview``: metadata empty, exactly one kind of attributes, a user or a group."""
+    errors = []
+    meta = {k: v for k, v in (review.get("metadata") or {}).items() if k != "managedFields" and v is not None}
+    if meta:
+        errors.append(_invalid("metadata", meta, "must be empty"))
+    spec = review.get("spec")
+    if not isinstance(spec, dict):
+        spec = {}
+    resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+    if resource is not None and non_resource is not None:
+        errors.append(_invalid("spec.nonResourceAttributes", non_resource,
+                               "cannot be specified in combination with resourceAttributes"))
+    if resource is None and non_resource is None:
+        errors.append(_invalid("spec.resourceAttributes", None,
+                               "exactly one of nonResourceAttributes or resourceAttributes must be specified"))
+    if not spec.get("user") and not spec.get("groups"):
+        errors.append(_invalid("spec.user", spec.get("user") or "", "at least one of user or group must be specified"))
+    return errors
+
+
+def review_request(spec: Obj) -> RequestInfo:
+    """``AuthorizationAttributesFrom``: the request a SubjectAccessReview asks about."""
+    resource = spec.get("resourceAttributes")
+    if resource is not None:
+        return RequestInfo(str(resource.get("verb") or ""), True, str(resource.get("group") or ""),
+                           str(resource.get("version") or "*"), str(resource.get("resource") or ""),
+                           str(resource.get("subresource") or ""), str(resource.get("namespace") or ""),
+                           str(resource.get("name") or ""))
+    non_resource = spec.get("nonResourceAttributes") or {}
+    return RequestInfo(str(non_resource.get("verb") or ""), False, path=str(non_resource.get("path") or ""))
+
+
+def review_status(policy: Policy, spec: Obj) -> Obj:
+    """The status the apiserver fills in: ``allowed`` always, ``reason`` when there is one. ``denied`` is only
+    set by authorizers that deny explicitly; RBAC never does (no opinion), so it is always left out here."""
+    user, groups = str(spec.get("user") or ""), tuple(spec.get("groups") or ())
+    if PRIVILEGED_GROUP in groups:
+        return {"allowed": True}
+    is_allowed, reason = policy.decide(user, groups, review_request(spec))
+    return {"allowed": is_allowed, **({"reason": reason} if reason else {})}

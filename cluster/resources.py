@@ -18,6 +18,7 @@ class Resource:
     subresources: tuple[str, ...] = ()
     builtin: bool = True
     field_selectors: tuple[str, ...] = field(default=("metadata.name", "metadata.namespace"))
+    stored: bool = True  # False: a review, created (answered) and never stored, like SubjectAccessReview
 
     @property
     def api_version(self) -> str:
@@ -64,6 +65,9 @@ BUILTIN = (
              "validatingwebhookconfigurations", namespaced=False),
     Resource("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
              namespaced=False, short_names=("crd", "crds"), subresources=("status",)),
+    # Create-only: the answer of the apiserver's authorizers (here: system:masters and RBAC, cluster/rbac.py).
+    Resource("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews", namespaced=False,
+             stored=False),
 )
 
 

@@ -4,7 +4,8 @@ Each check is a small function returning findings; the command prints them all (
 first) and exits 1 when any check found a problem. The checks read only what an operator
 with cluster-admin can read: webhook configurations, the certificate Secret, the controller's
 Lease, RBAC through SubjectAccessReviews, and the pods held by the gang gate with the
-controller's latest event about their gang.
+controller's latest event about their gang (a gang waiting for capacity or members is reported
+as waiting, not as a problem).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import base64
 import datetime
 import json
 import ssl
-import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -28,17 +29,31 @@ from gang.config import Config, config_or_exit
 from gang.objects import api_request, new_api_client
 
 Obj = dict[str, Any]
-EXPIRY_WARNING_DAYS = 30
+Access = tuple[str, str, str, str, str]  # verb, API group, resource, namespace ("" everywhere), name ("" any)
+RENEWAL_GRACE = datetime.timedelta(hours=1)  # a renewal due for longer than this has failed
 CONTROLLER_EVENTS = ("GangWaiting", "GangInsufficientCapacity", "GangNeverFits", "GangNotCertifiable",
                      "GangTimeout", "GangReleased")
+STUCK_EVENTS = ("GangNeverFits", "GangNotCertifiable")  # waiting will not help: the gang itself must change
+FIRST_EVENT_WITHIN = datetime.timedelta(minutes=1)  # a new gang the controller has not reported on yet
 
-# What each component must be allowed to do (verb, group, resource, namespace or "" for all namespaces).
-REQUIRED_ACCESS = {
-    "kubenexus-webhook": [("get", "", "pods", ""), ("get", "", "namespaces", ""), ("get", "batch", "jobs", "")],
-    "kubenexus-controller": [("list", "", "pods", ""), ("watch", "", "pods", ""), ("patch", "", "pods", ""),
-                             ("list", "", "nodes", ""), ("watch", "", "nodes", ""), ("create", "", "events", ""),
-                             ("update", "coordination.k8s.io", "leases", "{namespace}")],
-}
+
+def required_access(config: Config) -> dict[str, list[Access]]:
+    """What each component's service account must be allowed to do (deploy/base/rbac.yaml), the essentials."""
+    ns = config.namespace
+    webhook = [("get", "", "namespaces", "", ""), ("get", "", "pods", "", ""), ("get", "batch", "jobs", "", "")]
+    if config.certs_mode == "self-managed":  # certs ensure: the Secret and the caBundles of both configurations
+        webhook += [("get", "", "secrets", ns, config.certs_secret), ("update", "", "secrets", ns, config.certs_secret),
+                    ("create", "", "secrets", ns, "")]
+        webhook += [(verb, "admissionregistration.k8s.io", plural, "", config.certs_webhook_configuration)
+                    for plural in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")
+                    for verb in ("get", "update")]
+    controller = [(verb, "", "pods", "", "") for verb in ("get", "list", "watch", "patch")]
+    controller += [("list", "", "nodes", "", ""), ("watch", "", "nodes", "", ""), ("create", "", "events", "", ""),
+                   ("patch", "", "events", "", ""), ("get", "", "namespaces", "", ""),
+                   ("get", "coordination.k8s.io", "leases", ns, LEASE_NAME),
+                   ("update", "coordination.k8s.io", "leases", ns, LEASE_NAME),
+                   ("create", "coordination.k8s.io", "leases", ns, "")]
+    return {"kubenexus-webhook": webhook, "kubenexus-controller": controller}
 
 
 @dataclass(frozen=True)
@@ -74,6 +89,17 @@ class Cluster:
 # --- certificates --------------------------------------------------------------------------------------------
 
 
+WITHOUT = {"MutatingWebhookConfiguration": "new pods are not gated: no gang scheduling",
+           "ValidatingWebhookConfiguration": "gang labels and the gate are not protected: anyone may remove the gate"}
+
+
+def _down(kind: str, webhook: Obj) -> str:
+    """What a webhook that cannot be called means, given its failure policy."""
+    if webhook.get("failurePolicy", "Fail") == "Fail":
+        return "; with failurePolicy Fail the apiserver rejects the requests it should send there"
+    return f"; with failurePolicy Ignore the apiserver goes on without it: {WITHOUT[kind]}"
+
+
 def _webhook_entries(cluster: Cluster, config: Config) -> tuple[list[Finding], list[tuple[str, Obj]]]:
     findings, entries = [], []
     name = config.certs_webhook_configuration
@@ -81,8 +107,8 @@ def _webhook_entries(cluster: Cluster, config: Config) -> tuple[list[Finding], l
                          ("ValidatingWebhookConfiguration", "validatingwebhookconfigurations")):
         obj = cluster.get(f"/apis/admissionregistration.k8s.io/v1/{plural}/{name}")
         if obj is None:
-            findings.append(Finding(False, "webhook configurations",
-                                    f"{kind} {name} is missing: pods are not admitted by KubeNexus"))
+            findings.append(Finding(False, "webhook configurations", f"{kind} {name} is missing: {WITHOUT[kind]}; "
+                                    "apply the manifests again (kubectl apply -k deploy/...)"))
             continue
         webhooks = obj.get("webhooks") or []
         findings.append(Finding(True, "webhook configurations", f"{kind} {name}: "
@@ -109,9 +135,10 @@ def check_certificates(cluster: Cluster, config: Config, now: datetime.datetime)
         expired = f"{cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC"
         findings.append(Finding(False, "certificate",
                                 f"the serving certificate expired on {expired}: the apiserver cannot call the webhook"))
-    elif left.days < EXPIRY_WARNING_DAYS:
+    elif left < datetime.timedelta(days=config.certs_renew_before_days) - RENEWAL_GRACE:
         findings.append(Finding(False, "certificate", f"the serving certificate expires in {left.days} day(s) "
-                                f"({cert.not_valid_after_utc:%Y-%m-%d}) and has not been renewed"))
+                                f"({cert.not_valid_after_utc:%Y-%m-%d}) and has not been renewed: check the "
+                                "webhook's logs (self-managed) or the Certificate (cert-manager)"))
     else:
         findings.append(Finding(True, "certificate", f"serving certificate valid until "
                                 f"{cert.not_valid_after_utc:%Y-%m-%d} ({left.days} days)"))
@@ -123,7 +150,8 @@ def check_certificates(cluster: Cluster, config: Config, now: datetime.datetime)
                                     f"{name} has no caBundle: the apiserver cannot trust the webhook"))
         elif not any(signed_by(cert, ca) for ca in bundle):
             findings.append(Finding(False, "caBundle", f"{name}: its caBundle does not contain the CA that signed the "
-                                    "serving certificate (drift after a rotation or reinstall): calls to it fail TLS"))
+                                    "serving certificate (drift after a rotation or reinstall): calls to it fail TLS; "
+                                    "run `kubenexus certs ensure` (self-managed) or check cert-manager's cainjector"))
         else:
             findings.append(Finding(True, "caBundle", f"{name}: caBundle trusts the serving certificate"))
     return findings
@@ -133,21 +161,21 @@ def check_certificates(cluster: Cluster, config: Config, now: datetime.datetime)
 
 
 def _probe(url: str, bundle_b64: str) -> str | None:
-    """None when ``url`` answers 200 over TLS trusted by the bundle, else the reason."""
-    with tempfile.NamedTemporaryFile("wb", suffix=".pem") as handle:
-        handle.write(base64.b64decode(bundle_b64 or ""))
-        handle.flush()
-        try:
-            context = ssl.create_default_context(cafile=handle.name)
-        except ssl.SSLError as exc:
-            return f"caBundle unusable: {exc}"
-        try:
-            with urllib.request.urlopen(url, context=context, timeout=5) as response:
-                return None if response.status == 200 else f"HTTP {response.status}"
-        except urllib.error.HTTPError as exc:
-            return f"HTTP {exc.code}"
-        except (urllib.error.URLError, OSError) as exc:
-            return str(getattr(exc, "reason", exc))
+    """None when ``url`` answers 200 over TLS trusted by the caBundle (as the apiserver calls it), else why not."""
+    try:
+        context = ssl.create_default_context(cadata=base64.b64decode(bundle_b64 or "").decode("ascii"))
+    except (ssl.SSLError, ValueError) as exc:
+        return f"its caBundle is not a usable CA certificate ({exc})"
+    try:
+        with urllib.request.urlopen(url, context=context, timeout=5) as response:
+            return None if response.status == 200 else f"HTTP {response.status}"
+    except urllib.error.HTTPError as exc:
+        return f"HTTP {exc.code}"
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, ssl.SSLCertVerificationError):
+            return f"its certificate is not trusted by the caBundle ({reason.verify_message})"
+        return str(reason)
 
 
 def check_endpoints(cluster: Cluster, config: Config, now: datetime.datetime) -> list[Finding]:
@@ -157,20 +185,27 @@ def check_endpoints(cluster: Cluster, config: Config, now: datetime.datetime) ->
         client_config = webhook.get("clientConfig") or {}
         name = f"{kind} webhook {webhook.get('name')}"
         if client_config.get("url"):
-            base = client_config["url"].rsplit("/", 1)[0]
-            problem = _probe(f"{base}/readyz", client_config.get("caBundle", ""))
-            findings.append(Finding(problem is None, "endpoints", f"{name}: {base}/readyz " +
-                                    ("answers ready" if problem is None else f"is not ready: {problem}")))
+            parts = urllib.parse.urlsplit(client_config["url"])
+            ready = f"{parts.scheme}://{parts.netloc}/readyz"
+            problem = _probe(ready, client_config.get("caBundle", ""))
+            findings.append(Finding(problem is None, "endpoints", f"{name}: {ready} " + (
+                "answers ready" if problem is None else f"is not ready: {problem}{_down(kind, webhook)}")))
             continue
+        # Behind a Service: its ready pods are the endpoints the apiserver calls.
         service = client_config.get("service") or {}
         ns, svc = service.get("namespace", ""), service.get("name", "")
-        pods = (cluster.get(f"/api/v1/namespaces/{ns}/pods?labelSelector=app.kubernetes.io%2Fname%3D{svc}")
-                or {}).get("items", [])
+        found = cluster.get(f"/api/v1/namespaces/{ns}/services/{svc}")
+        if found is None:
+            findings.append(Finding(False, "endpoints", f"{name}: service {ns}/{svc} does not exist"
+                                    f"{_down(kind, webhook)}"))
+            continue
+        selector = ",".join(f"{k}={v}" for k, v in sorted(((found.get("spec") or {}).get("selector") or {}).items()))
+        query = urllib.parse.urlencode({"labelSelector": selector})
+        pods = (cluster.get(f"/api/v1/namespaces/{ns}/pods?{query}") or {}).get("items", []) if selector else []
         ready = [p for p in pods if any(c.get("type") == "Ready" and c.get("status") == "True"
                                         for c in (p.get("status") or {}).get("conditions") or [])]
         findings.append(Finding(bool(ready), "endpoints", f"{name}: service {ns}/{svc} has {len(ready)} ready "
-                                f"pod(s) of {len(pods)}" + ("" if ready else ": the webhook is down; with "
-                                "failurePolicy Ignore new pods are admitted without gang scheduling")))
+                                f"pod(s) of {len(pods)}" + ("" if ready else _down(kind, webhook))))
     return findings
 
 
@@ -202,22 +237,23 @@ def check_leader(cluster: Cluster, config: Config, now: datetime.datetime) -> li
 
 
 def check_rbac(cluster: Cluster, config: Config, now: datetime.datetime) -> list[Finding]:
+    """Asks the apiserver (SubjectAccessReview) what each service account may do, groups as its token has them."""
     findings = []
-    for account, needs in REQUIRED_ACCESS.items():
+    groups = ["system:serviceaccounts", f"system:serviceaccounts:{config.namespace}", "system:authenticated"]
+    for account, needs in required_access(config).items():
         user = f"system:serviceaccount:{config.namespace}:{account}"
         missing = []
-        for verb, group, resource, namespace in needs:
-            attributes = {"verb": verb, "group": group, "resource": resource}
-            if namespace:
-                attributes["namespace"] = namespace.format(namespace=config.namespace)
+        for verb, group, resource, namespace, name in needs:
+            attributes = {"verb": verb, "group": group, "resource": resource, "namespace": namespace, "name": name}
             review = cluster.create("/apis/authorization.k8s.io/v1/subjectaccessreviews", {
                 "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-                "spec": {"user": user, "resourceAttributes": attributes,
-                         "groups": ["system:serviceaccounts", f"system:serviceaccounts:{config.namespace}"]}})
+                "spec": {"user": user, "groups": groups, "resourceAttributes": attributes}})
             if not (review.get("status") or {}).get("allowed"):
-                missing.append(f"{verb} {resource}{'.' + group if group else ''}")
+                missing.append(f"{verb} {resource}{'.' + group if group else ''}{' ' + name if name else ''}"
+                               f"{' in ' + namespace if namespace else ''}")
         findings.append(Finding(not missing, "rbac", f"{account}: " + (
-            "has the permissions it needs" if not missing else f"is missing {', '.join(missing)}")))
+            "has the permissions it needs" if not missing else f"is missing {', '.join(missing)}: check its "
+            "ClusterRole, Role and bindings (deploy/base/rbac.yaml, bindings.yaml)")))
     return findings
 
 
@@ -225,6 +261,9 @@ def check_rbac(cluster: Cluster, config: Config, now: datetime.datetime) -> list
 
 
 def check_gated(cluster: Cluster, config: Config, now: datetime.datetime) -> list[Finding]:
+    """Every gang held by the gate, with the controller's latest event about it. Waiting for capacity or members
+    is normal; a gang past its schedule timeout, one that can never fit or cannot be certified, or one the
+    controller says nothing about, is a problem."""
     pods = (cluster.get("/api/v1/pods") or {}).get("items", [])
     gangs: dict[tuple[str, str], list[Obj]] = {}
     for pod in pods:
@@ -235,27 +274,39 @@ def check_gated(cluster: Cluster, config: Config, now: datetime.datetime) -> lis
             gangs.setdefault((meta.get("namespace", ""), group), []).append(pod)
     if not gangs:
         return [Finding(True, "gated pods", "no pod is held by the gang gate")]
-    findings = []
+    findings, events = [], {}
     for (namespace, group), members in sorted(gangs.items()):
-        owner = ((members[0]["metadata"].get("annotations") or {}).get(keys.OWNER_ANNOTATION) or "")
-        reason = _latest_reason(cluster, namespace, owner, members)
+        if namespace not in events:
+            events[namespace] = (cluster.get(f"/api/v1/namespaces/{namespace}/events") or {}).get("items", [])
+        about = _gang_events(events[namespace], members)
         oldest = min((_time(p["metadata"].get("creationTimestamp")) or now) for p in members)
-        explained = reason is not None
-        findings.append(Finding(explained, "gated pods", f"{namespace}/{group}: {len(members)} pod(s) SchedulingGated "
-                                f"for {(now - oldest).total_seconds():.0f}s — " + (reason or "no event from the gate "
-                                "controller about it: is the controller running?"), info=explained))
+        text = (f"{namespace}/{group}: {len(members)} pod(s) SchedulingGated for "
+                f"{(now - oldest).total_seconds():.0f}s — ")
+        if not about:
+            new = now - oldest < FIRST_EVENT_WITHIN
+            findings.append(Finding(new, "gated pods", text + "no event from the gate controller about it yet" + (
+                "" if new else ": is the controller running and leading?"), info=new))
+            continue
+        latest = about[-1]
+        reason = f"{latest['reason']}: {latest.get('message')}"
+        timed_out = [e for e in about if e.get("reason") == "GangTimeout"]
+        if timed_out and latest is not timed_out[-1]:
+            reason += f" (and GangTimeout: {timed_out[-1].get('message')})"
+        stuck = bool(timed_out) or latest["reason"] in STUCK_EVENTS
+        findings.append(Finding(not stuck, "gated pods", text + reason, info=not stuck))
     return findings
 
 
-def _latest_reason(cluster: Cluster, namespace: str, owner: str, members: list[Obj]) -> str | None:
-    names = {p["metadata"]["name"] for p in members} | ({owner.rsplit("/", 1)[-1]} if owner else set())
-    events = (cluster.get(f"/api/v1/namespaces/{namespace}/events") or {}).get("items", [])
-    ours = [e for e in events if e.get("reason") in CONTROLLER_EVENTS
-            and (e.get("involvedObject") or {}).get("name") in names]
-    if not ours:
-        return None
-    latest = max(ours, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
-    return f"{latest['reason']}: {latest.get('message')}"
+def _gang_events(events: list[Obj], members: list[Obj]) -> list[Obj]:
+    """The controller's events about the gang's root or its members, oldest first."""
+    subjects = {("Pod", p["metadata"]["name"]) for p in members}
+    owner = (members[0]["metadata"].get("annotations") or {}).get(keys.OWNER_ANNOTATION) or ""
+    if owner.count("/") >= 3:  # <group>/<version>/<kind>/<name>
+        subjects.add(tuple(owner.split("/")[-2:]))
+    ours = [e for e in events if e.get("reason") in CONTROLLER_EVENTS and ((e.get("involvedObject") or {}).get("kind"),
+                                                                           (e.get("involvedObject") or {}).get("name"))
+            in subjects]
+    return sorted(ours, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
 
 
 CHECKS: tuple[Callable[[Cluster, Config, datetime.datetime], list[Finding]], ...] = (
@@ -292,5 +343,6 @@ def run(args: argparse.Namespace) -> int:
 def add_parser(subcommands: Any) -> None:
     parser = subcommands.add_parser("doctor", help="check a live installation and say what is wrong")
     parser.add_argument("--kubeconfig", help="kubeconfig of a cluster-admin (default: the configured one, ~/.kube)")
-    parser.add_argument("--config", help="the product's configuration file (for its namespace)")
+    parser.add_argument("--config", help="the product's configuration file: its namespace, names and certs.mode "
+                        "(for the cert-manager overlay: deploy/overlays/cert-manager/config.yaml)")
     parser.set_defaults(func=run)

@@ -287,12 +287,13 @@ def check_hardening(deployment: Obj, objects: list[Obj]) -> None:
     resources = main["resources"]
     for resource in ("cpu", "memory"):
         assert _quantity(resources["requests"][resource]) <= _quantity(resources["limits"][resource]), resource
-    # writable: /tmp only (an emptyDir), everything else read-only
+    # writable: emptyDirs only (/tmp; the webhook's self-managed certificate directory), everything else read-only
     volumes = {v["name"]: v for v in pod["volumes"]}
     mounts = {m["mountPath"]: m for m in main["volumeMounts"]}
     assert all(m["name"] in volumes for m in mounts.values())
     assert "emptyDir" in volumes[mounts["/tmp"]["name"]] and not mounts["/tmp"].get("readOnly")
-    assert all(m.get("readOnly") for path, m in mounts.items() if path != "/tmp")
+    writable = [path for path, m in mounts.items() if not m.get("readOnly")]
+    assert all("emptyDir" in volumes[mounts[path]["name"]] for path in writable), (name, writable)
     # the configuration file the arguments name is the ConfigMap's config.yaml
     config = mounts[CONFIG_PATH]
     assert volumes[config["name"]]["configMap"]["name"] == "kubenexus-config" and config["subPath"] == "config.yaml"
@@ -338,14 +339,58 @@ def test_webhook_deployment(rendered: dict[str, list[Obj]]) -> None:
     delay = float(re.fullmatch(r"import time; time\.sleep\((\d+(?:\.\d+)?)\)", command[2]).group(1))
     drain = gunicorn_options(config, "0.0.0.0:8443")["graceful_timeout"]
     assert delay >= 3 and pod["terminationGracePeriodSeconds"] >= delay + drain
-    # the serving certificate: the Secret the certificate manager writes, optional so the pod can start first
+    # the certificate directory: see test_certificate_directory
     volumes = {v["name"]: v for v in pod["volumes"]}
-    certs = next(m for m in main["volumeMounts"] if m["mountPath"] == config.cert_dir)
-    assert volumes[certs["name"]]["secret"] == {"secretName": "kubenexus-webhook-tls", "optional": True,
-                                                "defaultMode": 0o440}
-    assert "subPath" not in certs, "a subPath mount never sees the renewed certificate"
     tmp = volumes[next(m["name"] for m in main["volumeMounts"] if m["mountPath"] == "/tmp")]
     assert tmp["emptyDir"]["medium"] == "Memory", "gunicorn's heartbeat files belong in memory"
+
+
+def certificate_volume(deployment: Obj, cert_dir: str) -> tuple[Obj, Obj]:
+    """The webhook's certificate directory: its volume and its mount."""
+    pod = deployment["spec"]["template"]["spec"]
+    mount = next(m for m in container(deployment)["volumeMounts"] if m["mountPath"] == cert_dir)
+    return next(v for v in pod["volumes"] if v["name"] == mount["name"]), mount
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_certificate_directory(rendered: dict[str, list[Obj]], variant: str, tmp_path: Path) -> None:
+    """Self-managed (base, auto-inject): the webhook writes tls.crt/tls.key itself, into a small in-memory emptyDir.
+    cert-manager: the Certificate's Secret, read-only, exactly the two files the webhook reads. Nothing else of the
+    Deployment differs between the variants."""
+    from webhook.server import cert_paths
+
+    objects = rendered[variant]
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config_of(objects)))
+    config = load_config(str(path), {})
+    deployment = one(objects, "Deployment", "kubenexus-webhook")
+    volume, mount = certificate_volume(deployment, config.cert_dir)
+    assert "subPath" not in mount, "a subPath mount never sees the renewed certificate"
+    files = [os.path.relpath(p, config.cert_dir) for p in cert_paths(config)]
+    assert files == ["tls.crt", "tls.key"]
+    if variant == "cert-manager":
+        assert config.certs_mode == "external"
+        certificate = one(objects, "Certificate", "kubenexus-webhook")
+        assert set(volume) == {"name", "secret"} and mount["readOnly"] is True
+        assert volume["secret"] == {"secretName": certificate["spec"]["secretName"], "optional": True,
+                                    "defaultMode": 0o440, "items": [{"key": f, "path": f} for f in files]}
+    else:
+        assert config.certs_mode == "self-managed"
+        assert set(volume) == {"name", "emptyDir"} and not mount.get("readOnly"), "the webhook writes the files"
+        assert volume["emptyDir"]["medium"] == "Memory", "a private key never touches the node's disk"
+        assert _quantity(volume["emptyDir"]["sizeLimit"]) <= _quantity("1Mi")
+    # apart from that directory, the webhook Deployment is the base's
+    base = one(rendered["base"], "Deployment", "kubenexus-webhook")
+
+    def without_certificates(obj: Obj) -> Obj:
+        obj = yaml.safe_load(yaml.safe_dump(obj))
+        pod = obj["spec"]["template"]["spec"]
+        pod["volumes"] = [v for v in pod["volumes"] if v["name"] != mount["name"]]
+        main = container(obj)
+        main["volumeMounts"] = [m for m in main["volumeMounts"] if m["name"] != mount["name"]]
+        return obj
+
+    assert without_certificates(deployment) == without_certificates(base)
 
 
 def test_controller_deployment(rendered: dict[str, list[Obj]]) -> None:
@@ -521,11 +566,7 @@ def test_cert_manager_overlay(rendered: dict[str, list[Obj]]) -> None:
     objects = rendered["cert-manager"]
     service = one(objects, "Service", "kubenexus-webhook")
     serving = one(objects, "Certificate", "kubenexus-webhook")["spec"]
-    deployment = one(objects, "Deployment", "kubenexus-webhook")
-    volumes = deployment["spec"]["template"]["spec"]["volumes"]
-    assert serving["secretName"] == "kubenexus-webhook-tls"
-    assert {"secretName": serving["secretName"], "optional": True, "defaultMode": 0o440} in \
-        [v.get("secret") for v in volumes]
+    assert serving["secretName"] == "kubenexus-webhook-tls"  # mounted by the webhook: test_certificate_directory
     host = f"{service['metadata']['name']}.{NAMESPACE}.svc"
     assert serving["dnsNames"] == [host, f"{host}.cluster.local"]
     assert "server auth" in serving["usages"] and not serving.get("isCA")
