@@ -12,18 +12,22 @@ What the consumer sees, through ``on_event(type, obj)``:
 * watch: ``ADDED``/``MODIFIED``/``DELETED`` as the server sends them (a selector watch also
   sends ``ADDED``/``DELETED`` when an object enters or leaves the selection); bookmarks only
   move the resourceVersion and are never delivered;
-* re-list (after 410 or repeated failures): a replace. First ``("DELETED", stub)`` for every
-  known object the new list no longer holds: ``stub`` is not the last state (that was never
-  seen) but ``{"metadata": {"name", "namespace", "uid", "resourceVersion"}, FINAL_STATE_UNKNOWN: True}``
-  (the resourceVersion is the last one delivered), to be deleted by uid. Then ``("ADDED", obj)``
-  for new objects and ``("MODIFIED", obj)`` for known ones whose resourceVersion changed;
-  objects the consumer already has at the same resourceVersion are not delivered again.
+* re-list (after 410 or repeated failures): a replace, page by page. ``("ADDED", obj)`` for new
+  objects and ``("MODIFIED", obj)`` for known ones whose resourceVersion changed; objects the
+  consumer already has at the same resourceVersion are not delivered again. A known object the
+  new list no longer holds gets ``("DELETED", stub)``: ``stub`` is not the last state (that was
+  never seen) but ``{"metadata": {"name", "namespace", "uid", "resourceVersion"}, FINAL_STATE_UNKNOWN: True}``
+  (the resourceVersion is the last one delivered), to be deleted by uid. It comes right before
+  the object that took its namespace/name under a new uid (so a consumer keyed by name never
+  loses the new one), otherwise once the whole list is in (as client-go's Replace does).
 
-Between deliveries the informer keeps only uid -> (namespace, name, resourceVersion), never the
-objects. Callbacks run on the thread that called ``run()``; an exception in one is logged and
-the informer carries on. While a list is fetched, parsed and delivered the cyclic GC is paused
-(see ``_gc_paused``): 100k pods parse in ~1.3 s instead of ~4 s. A consumer that keeps every
-object may want ``gc.freeze()`` once synced, so later full collections skip that cache.
+Each page is decoded and delivered as it arrives, so the informer never holds more than one page;
+between deliveries it keeps only uid -> (namespace, name, resourceVersion). ``decoder`` picks what
+is decoded (``slim.PODS`` keeps only what the controller reads; the default keeps everything).
+Callbacks run on the thread that called ``run()``; an exception in one is logged and the informer
+carries on. While a list is fetched, parsed and delivered the cyclic GC is paused (see
+``_gc_paused``). A consumer that keeps every object may want ``gc.freeze()`` once synced, so later
+full collections skip that cache.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from controller.slim import FULL, Decoder
 
 __all__ = ["FINAL_STATE_UNKNOWN", "Gone", "Informer"]
 
@@ -74,7 +80,9 @@ class Informer:
         request_timeout: float = 60.0,
         backoff_initial: float = 0.2,
         backoff_max: float = 5.0,
+        decoder: Decoder = FULL,
     ) -> None:
+        self.decoder = decoder
         self._client = api_client
         self.path = path
         self._on_event = on_event
@@ -156,7 +164,8 @@ class Informer:
     # --- list --------------------------------------------------------------------------
 
     def _list(self) -> None:
-        items: list[Obj] = []
+        fresh: set[str] = set()
+        renamed = {(ns, name): uid for uid, (ns, name, _) in self._known.items()} if self._known else {}
         token = ""
         rv = ""
         while True:
@@ -171,45 +180,45 @@ class Informer:
             if status != 200:
                 raise _Failure(f"LIST {self.path}: HTTP {status}: {_message(body)}")
             try:
-                page = json.loads(body)
+                page = self.decoder.page(body)
                 meta = page.get("metadata") or {}
-                items.extend(page.get("items") or ())
+                items = page.get("items") or []
+                if not isinstance(items, list) or not all(isinstance(obj.get("metadata"), dict) for obj in items):
+                    raise TypeError("items without metadata")
             except (ValueError, AttributeError, TypeError) as exc:
                 raise _Failure(f"LIST {self.path}: response is not a list: {exc}") from exc
             del body, page
+            self._deliver_page(items, fresh, renamed)
+            del items
             rv = meta.get("resourceVersion") or rv
             token = meta.get("continue") or ""
             if not token or self._stopped.is_set():
                 break
         if self._stopped.is_set():
             return
-        self._replace(items)
+        for uid in [uid for uid in self._known if uid not in fresh]:
+            self._deliver("DELETED", _stub(uid, *self._known.pop(uid)))
         self._rv = rv
         self.lists += 1
 
-    def _replace(self, items: list[Obj]) -> None:
+    def _deliver_page(self, items: list[Obj], fresh: set[str], renamed: dict[tuple[str | None, str], str]) -> None:
         known = self._known
-        fresh: dict[str, tuple[str | None, str, str]] = {}
-        uids: list[str] = []
+        deliver = self._deliver
         for obj in items:
             meta = obj["metadata"]
             uid = meta.get("uid") or _key(meta)
-            uids.append(uid)
-            fresh[uid] = (meta.get("namespace"), meta.get("name", ""), meta.get("resourceVersion", ""))
-        # Deletions first, so a consumer keyed by namespace/name never loses an object recreated under the
-        # same name while the informer was away.
-        for uid, (namespace, name, rv) in list(known.items()):
-            if uid not in fresh:
-                del known[uid]
-                self._deliver("DELETED", _stub(uid, namespace, name, rv))
-        deliver = self._deliver
-        for obj, uid in zip(items, uids, strict=True):
+            fresh.add(uid)
+            entry = (meta.get("namespace"), meta.get("name", ""), meta.get("resourceVersion", ""))
             previous = known.get(uid)
+            if previous is None and renamed:
+                old = renamed.pop(entry[:2], None)
+                if old is not None and old != uid and old in known and old not in fresh:
+                    deliver("DELETED", _stub(old, *known.pop(old)))
+            known[uid] = entry
             if previous is None:
                 deliver("ADDED", obj)
-            elif previous[2] != fresh[uid][2]:
+            elif previous[2] != entry[2]:
                 deliver("MODIFIED", obj)
-        self._known = fresh
 
     # --- watch -------------------------------------------------------------------------
 
@@ -244,7 +253,7 @@ class Informer:
 
     def _handle(self, line: bytes) -> None:
         try:
-            event = json.loads(line)
+            event = self.decoder.event(line)
             kind, obj = event["type"], event["object"]
             if not isinstance(obj, dict):
                 raise TypeError("object is not a JSON object")

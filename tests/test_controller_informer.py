@@ -18,6 +18,7 @@ import pytest
 from kubernetes import client, config
 
 from cluster.local import LocalCluster, NodeSpec
+from controller import slim
 from controller.informer import FINAL_STATE_UNKNOWN, Informer
 
 MERGE = "application/merge-patch+json"
@@ -268,11 +269,12 @@ def test_gone_relists_and_deletes_what_vanished_meanwhile(tmp_path: Any) -> None
             time.sleep(0.3)
             assert informer.lists == 2
             after_hold = recorder.objects[4:]
-            assert [e[:2] for e in recorder.events[4:]] == [("DELETED", "a"), ("MODIFIED", "b"), ("ADDED", "d")]
-            stub = after_hold[0][1]
+            # Page by page, then what the new list no longer holds (as client-go's Replace).
+            assert [e[:2] for e in recorder.events[4:]] == [("MODIFIED", "b"), ("ADDED", "d"), ("DELETED", "a")]
+            stub = after_hold[2][1]
             assert stub[FINAL_STATE_UNKNOWN] is True
             assert stub["metadata"]["uid"] == uid_a and stub["metadata"]["namespace"] == "default"
-            assert recorder.events[5][2] == rv_of(modified) and recorder.events[6][2] == rv_of(added)
+            assert recorder.events[4][2] == rv_of(modified) and recorder.events[5][2] == rv_of(added)
             assert informer.known() == 4  # b, c, d, hold
             # ... and it is watching again: a change after the relist arrives.
             core.delete_namespaced_pod("c", "default", grace_period_seconds=0)
@@ -401,8 +403,58 @@ def test_paginated_list_transport_errors_and_http_gone() -> None:
     assert recorder.events[:4] == [("ADDED", "a", "1"), ("ADDED", "b", "2"), ("ADDED", "c", "3"),
                                    ("ADDED", "d", "11")]
     assert recorder.synced_after == 3
-    assert sorted(recorder.events[4:6]) == [("DELETED", "a", "1"), ("DELETED", "d", "11")]
-    assert recorder.events[6:] == [("MODIFIED", "c", "19"), ("ADDED", "e", "18")]
+    assert recorder.events[4:6] == [("MODIFIED", "c", "19"), ("ADDED", "e", "18")]
+    assert sorted(recorder.events[6:]) == [("DELETED", "a", "1"), ("DELETED", "d", "11")]
     assert any("ConnectionResetError" in e for e in recorder.errors)
     assert any("internal" in e for e in recorder.errors)
     assert informer.lists == 2 and informer.known() == 3
+
+
+def test_relist_deletes_an_object_recreated_under_its_name_right_before_the_new_one() -> None:
+    """A consumer keyed by name (nodes) must end with the new object, one keyed by uid (pods) without the old."""
+    def listed(uid: str, rv: str) -> dict[str, Any]:
+        return {"metadata": {"name": "a", "namespace": "ns", "uid": uid, "resourceVersion": rv}}
+
+    def page(rv: str, *objects: dict[str, Any]) -> Callable[[dict[str, str]], FakeResponse]:
+        body = {"metadata": {"resourceVersion": rv}, "items": list(objects)}
+        return lambda query: FakeResponse(200, json.dumps(body).encode())
+
+    api = FakeApi([
+        page("5", listed("uid-old", "4")),
+        lambda query: FakeResponse(410, b'{"kind":"Status","code":410,"reason":"Expired"}'),
+        page("9", listed("uid-new", "8")),
+    ])
+    recorder = Recorder()
+    informer = Informer(api, "/api/v1/pods", recorder.on_event, backoff_initial=0.01, decoder=slim.PODS)
+    thread = threading.Thread(target=informer.run, daemon=True)
+    thread.start()
+    assert api.done.wait(WAIT)
+    informer.stop()
+    thread.join(WAIT)
+    uids = [(kind, obj["metadata"]["uid"]) for kind, obj in recorder.objects]
+    assert uids == [("ADDED", "uid-old"), ("DELETED", "uid-old"), ("ADDED", "uid-new")]
+    assert recorder.objects[1][1][FINAL_STATE_UNKNOWN] is True
+    assert informer.known() == 1
+
+
+def test_slim_decoder_keeps_a_watch_error_status_whole() -> None:
+    """An ERROR event carries a Status, not a pod: its 410 code must survive the slim decoder and force a relist."""
+    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "uid-p", "resourceVersion": "2",
+                        "managedFields": [{"manager": "kubelet"}]},
+           "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "x", "env": [{"name": "A"}]}]}}
+    api = FakeApi([
+        listing("3", []),
+        watching(("ADDED", pod), ("ERROR", {"kind": "Status", "code": 410, "message": "too old resource version"})),
+        listing("7", []),
+    ])
+    recorder = Recorder()
+    informer = Informer(api, "/api/v1/pods", recorder.on_event, backoff_initial=0.01, decoder=slim.PODS)
+    thread = threading.Thread(target=informer.run, daemon=True)
+    thread.start()
+    assert api.done.wait(WAIT)
+    informer.stop()
+    thread.join(WAIT)
+    assert informer.lists == 2  # the Gone error event made it list again
+    delivered = recorder.objects[0][1]
+    assert "managedFields" not in delivered["metadata"] and delivered["spec"]["containers"] == [{"name": "c"}]
+    assert recorder.events[-1][:2] == ("DELETED", "p")  # the relist no longer holds it
