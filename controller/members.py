@@ -102,10 +102,8 @@ _REQUESTS_LIMIT = 4096
 
 
 def _quantities(section: Any) -> tuple:
-    items = tuple(section.items()) if section else ()
-    if not all(type(value) is str for _, value in items):
-        raise TypeError("not the API's string quantities")  # rare: computed without the memo
-    return items
+    """A hashable copy of a requests/limits section (quantities are JSON strings; equal numbers parse equally)."""
+    return tuple(section.items()) if section else ()
 
 
 def _resources(obj: Obj) -> tuple:
@@ -195,14 +193,14 @@ def pod_view(pod: Obj) -> PodView:
     status = pod.get("status") or {}
     labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
-    gates = tuple(str(g.get("name")) for g in spec.get("schedulingGates") or [] if isinstance(g, dict))
+    raw_gates = spec.get("schedulingGates")
+    gates = tuple(str(g.get("name")) for g in raw_gates if isinstance(g, dict)) if raw_gates else ()
     group = labels.get(keys.POD_GROUP_LABEL) or ""
     owner_uid = annotations.get(keys.OWNER_UID_ANNOTATION) or ""
     namespace = meta.get("namespace") or ""
     gang = (namespace, group, owner_uid) if group else None
     requests = _requests(spec)
     gated = keys.GANG_GATE in gates
-    kept = {field: spec[field] for field in _PLACEMENT_FIELDS + _CERTIFIABILITY_FIELDS if spec.get(field)}
     owners = meta.get("ownerReferences") or []
     expected_text = annotations.get(keys.EXPECTED_MEMBERS_ANNOTATION) or ""
     return PodView(
@@ -219,7 +217,7 @@ def pod_view(pod: Obj) -> PodView:
         expected=parse_expected(expected_text, group) if gang else (),
         expected_text=expected_text,
         planned_node=str(annotations.get(keys.PLANNED_NODE_ANNOTATION) or ""),
-        reserved_nodes=_node_list(annotations.get(keys.RESERVED_NODES_ANNOTATION)),
+        reserved_nodes=_node_list(annotations.get(keys.RESERVED_NODES_ANNOTATION)) if gang else (),
         unresolved=keys.UNRESOLVED_ANNOTATION in annotations,
         priority=_int(spec.get("priority")),
         created=parse_time(meta.get("creationTimestamp")),
@@ -228,7 +226,8 @@ def pod_view(pod: Obj) -> PodView:
         nominated=str(status.get("nominatedNodeName") or ""),
         permanent=MIRROR_ANNOTATION in annotations or any(o.get("kind") in _PERMANENT_OWNERS for o in owners),
         owner=str(annotations.get(keys.OWNER_ANNOTATION) or ""),
-        spec=kept if gated else None,
+        spec={field: spec[field] for field in _PLACEMENT_FIELDS + _CERTIFIABILITY_FIELDS if spec.get(field)}
+        if gated else None,
         key=placement_key(spec, requests) if gated else "",
         uncertifiable=(certifiability(spec, labels={keys.POD_GROUP_LABEL: group} if group else labels,
                                       pod_name=meta.get("name"))

@@ -122,7 +122,8 @@ def shape_of(key: str, usage: Resources) -> Shape:
 
 
 def prefix(order: Iterable[str], demand: Mapping[RoomIndex, int]) -> list[str]:
-    """The shortest run of ``order`` whose rooms cover every index's demand, or [] when all of it does not."""
+    """The first nodes of ``order`` that add room to a demand still open, until every demand is covered; [] when
+    all of ``order`` does not cover them."""
     left = {index: count for index, count in demand.items() if count > 0}
     chosen: list[str] = []
     for node in order:

@@ -22,6 +22,10 @@ import msgspec
 Obj = dict[str, Any]
 
 
+class _OwnerReference(TypedDict, total=False):
+    kind: Any  # DaemonSet and Node owners make a pod permanent; the resolver reads full pods itself
+
+
 class _Meta(TypedDict, total=False):
     name: str
     namespace: str
@@ -31,22 +35,27 @@ class _Meta(TypedDict, total=False):
     deletionTimestamp: Any
     labels: dict[str, Any]
     annotations: dict[str, Any]
-    ownerReferences: list[Any]
+    ownerReferences: list[_OwnerReference]
 
 
 # "continue" is a Python keyword: the functional form declares it.
 _ListMeta = TypedDict("_ListMeta", {"resourceVersion": str, "continue": str}, total=False)
 
 
+class _Port(TypedDict, total=False):
+    containerPort: Any
+    hostPort: Any
+    hostIP: Any
+    protocol: Any
+
+
 class _Container(TypedDict, total=False):
-    name: str
     resources: Any
-    ports: list[Any]
+    ports: list[_Port]
     restartPolicy: Any
 
 
 class _Volume(TypedDict, total=False):
-    name: str
     persistentVolumeClaim: Any
     ephemeral: Any
 

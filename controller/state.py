@@ -14,12 +14,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
-from controller.capacity import add, subtract
+from controller.capacity import subtract
 from controller.members import GangKey, NodeView, PodView, node_view, pod_view
 from controller.predicates import HostPort
 from gang.resources import Resources
+
+_ZERO = Decimal(0)
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ class ClusterState:
         self._charge(pod)
         if old is not None and was_charged and pod.failed and not old.failed:
             self._vacate(old, was_charged, now)
-        self._changed(before, self._footprint(pod), old, pod)
+        self._changed(before, self._footprint(pod) if before is not None else None, old, pod)
         return pod
 
     def delete_pod(self, uid: str, now: float = 0.0) -> None:
@@ -163,7 +166,7 @@ class ClusterState:
         if pod.nominated and not pod.node and not pod.terminal:
             self._nominated.setdefault(pod.nominated, {})[pod.uid] = (pod.priority, pod.usage)
         if pod.permanent and pod.node and not pod.terminal:
-            self._permanent[pod.node] = add(self._permanent.get(pod.node, {}), pod.usage)
+            _plus(self._permanent, pod.node, pod.usage)
             self._permanent_ports.setdefault(pod.node, Counter()).update(pod.ports)
             self._permanent_port_sets.pop(pod.node, None)
 
@@ -183,7 +186,7 @@ class ClusterState:
                 if not nominated:
                     del self._nominated[pod.nominated]
         if pod.permanent and pod.node and not pod.terminal:
-            self._permanent[pod.node] = subtract(self._permanent.get(pod.node, {}), pod.usage)
+            _minus(self._permanent, pod.node, pod.usage)
             self._permanent_ports[pod.node].subtract(pod.ports)
             self._permanent_port_sets.pop(pod.node, None)
 
@@ -193,11 +196,11 @@ class ClusterState:
             return
         self._charged_at[pod.uid] = node
         self.dirty.add(node)
-        self._charged[node] = add(self._charged.get(node, {}), pod.usage)
+        _plus(self._charged, node, pod.usage)
         if not pod.node:
-            self._unbound[node] = add(self._unbound.get(node, {}), pod.usage)
+            _plus(self._unbound, node, pod.usage)
         if node in self._free:
-            self._free[node] = subtract(self._free[node], pod.usage)
+            _minus(self._free, node, pod.usage)
         if pod.ports:
             self._ports.setdefault(node, Counter()).update(pod.ports)
             self._port_sets.pop(node, None)
@@ -207,11 +210,11 @@ class ClusterState:
         if not node or pod is None:
             return
         self.dirty.add(node)
-        self._charged[node] = subtract(self._charged[node], pod.usage)
+        _minus(self._charged, node, pod.usage)
         if not pod.node:
-            self._unbound[node] = subtract(self._unbound[node], pod.usage)
+            _minus(self._unbound, node, pod.usage)
         if node in self._free:
-            self._free[node] = add(self._free[node], pod.usage)
+            _plus(self._free, node, pod.usage)
         if pod.ports:
             self._ports[node].subtract(pod.ports)
             self._port_sets.pop(node, None)
@@ -228,7 +231,9 @@ class ClusterState:
         return [self.pods[uid] for uid in sorted(self.gangs.get(gang, ()), key=lambda u: self.pods[u].name)]
 
     def free(self, node: str) -> Resources:
-        """allocatable − every pod charged to the node (nominations and slots are the caller's)."""
+        """allocatable − every pod charged to the node (nominations and slots are the caller's).
+
+        The state's own dict, updated in place by later events: read it, never keep or change it."""
         return self._free.get(node, {})
 
     def unbound(self, node: str) -> Resources:
@@ -262,6 +267,23 @@ class ClusterState:
 
     def charged_node(self, uid: str) -> str:
         return self._charged_at.get(uid, "")
+
+
+def _plus(table: dict[str, Resources], node: str, usage: Resources) -> None:
+    """table[node] += usage, in place: one pod event must not copy the node's totals."""
+    totals = table.get(node)
+    if totals is None:
+        totals = table[node] = {}
+    for name, value in usage.items():
+        totals[name] = totals.get(name, _ZERO) + value
+
+
+def _minus(table: dict[str, Resources], node: str, usage: Resources) -> None:
+    totals = table.get(node)
+    if totals is None:
+        totals = table[node] = {}
+    for name, value in usage.items():
+        totals[name] = totals.get(name, _ZERO) - value
 
 
 def _live_ports(counts: Mapping[str, Counter[HostPort]], cache: dict[str, frozenset[HostPort]],

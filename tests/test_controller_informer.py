@@ -456,5 +456,5 @@ def test_slim_decoder_keeps_a_watch_error_status_whole() -> None:
     thread.join(WAIT)
     assert informer.lists == 2  # the Gone error event made it list again
     delivered = recorder.objects[0][1]
-    assert "managedFields" not in delivered["metadata"] and delivered["spec"]["containers"] == [{"name": "c"}]
+    assert "managedFields" not in delivered["metadata"] and delivered["spec"]["containers"] == [{}]
     assert recorder.events[-1][:2] == ("DELETED", "p")  # the relist no longer holds it

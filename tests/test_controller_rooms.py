@@ -1,0 +1,145 @@
+"""Room indexes and the engine's caches: cheap answers must be the answers a full plan would give.
+
+The indexes say "certainly not" and "try these nodes first"; the caches keep a gang's "not yet" and
+its parsed view until something it depends on changes. Each test changes one such thing and checks
+that the next pass sees it, against the state's real accounting.
+"""
+
+from __future__ import annotations
+
+import random
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from controller.engine import RELEASE, RUNNING, WAIT, Engine
+from controller.rooms import RoomIndex, Rooms, prefix, room, shape_of
+from controller.state import ClusterState
+from gang.config import Config
+from tests.contract import GATE, GROUP, MIN, OWNER_UID
+from tests.test_controller_state import node, pod
+
+D = Decimal
+
+
+def test_room_is_the_tightest_resource_including_the_pod_slot() -> None:
+    usage = {"cpu": D(2), "memory": D(4), "pods": D(1)}
+    assert room(usage, {"cpu": D(9), "memory": D(100), "pods": D(110)}) == 4
+    assert room(usage, {"cpu": D(9), "memory": D(100), "pods": D(3)}) == 3
+    assert room(usage, {"cpu": D("1.9"), "memory": D(100), "pods": D(3)}) == 0
+    assert room(usage, {"cpu": D(-2), "memory": D(100), "pods": D(3)}) == 0, "an overcommitted node holds none"
+    assert room(usage, {"memory": D(100), "pods": D(3)}) == 0, "a resource the node lacks is zero"
+    assert room({"cpu": D(0), "pods": D(1)}, {"pods": D(5)}) == 5, "a zero request does not count"
+    with pytest.raises(ValueError):
+        room({"cpu": D(0), "pods": D(0)}, {"cpu": D(4)})  # requests nothing, not even a pod slot
+
+
+def test_slots_match_brute_force_through_random_updates() -> None:
+    rng = random.Random(5)
+    usage = {"cpu": D(3), "pods": D(1)}
+    names = [f"n{i}" for i in range(30)]
+    free = {n: {"cpu": D(rng.randrange(0, 20)), "pods": D(rng.randrange(0, 6))} for n in names}
+    index = RoomIndex(usage, frozenset(names[:25]), lambda n: free[n])
+    for step in range(300):
+        changed = rng.choice(names)
+        free[changed] = {"cpu": D(rng.randrange(-3, 20)), "pods": D(rng.randrange(0, 6))}
+        index.update(changed, free[changed])
+        count = rng.randrange(1, 40)
+        expected = sum(min(room(usage, free[n]), count) for n in names[:25])
+        assert index.slots(count) == expected, step
+        assert index.rooms == {n: room(usage, free[n]) for n in names[:25] if room(usage, free[n])}
+
+
+def test_prefix_is_the_shortest_run_in_order_covering_every_demand() -> None:
+    a = RoomIndex({"cpu": D(1), "pods": D(1)}, frozenset("wxyz"), lambda n: {"cpu": D(2), "pods": D(9)})
+    b = RoomIndex({"cpu": D(4), "pods": D(1)}, frozenset("wxyz"),
+                  lambda n: {"cpu": D(4 if n == "z" else 2), "pods": D(9)})
+    assert prefix("wxyz", {a: 3}) == ["w", "x"]
+    assert prefix("wxyz", {a: 3, b: 1}) == ["w", "x", "z"], "y only has room for a demand already covered"
+    assert prefix("wxyz", {b: 2}) == [], "not enough room anywhere: no prefix"
+
+
+def member(name: str, cpu: str, **kw: Any) -> dict[str, Any]:
+    obj = pod(name, cpu, gated=True, **kw)
+    obj["metadata"]["labels"] = {GROUP: name.split("-")[0], MIN: "2"}
+    obj["metadata"]["annotations"] = {OWNER_UID: f"root-{name.split('-')[0]}"}
+    return obj
+
+
+def engine_with(*nodes: dict[str, Any]) -> tuple[ClusterState, Engine]:
+    state = ClusterState()
+    for obj in nodes:
+        state.upsert_node(obj)
+    return state, Engine(state, Config())
+
+
+def decision(engine: Engine, name: str) -> str:
+    return next(d.decision for d in engine.cycle(1e10).gangs if d.name == name)
+
+
+def test_rooms_follow_the_states_dirty_nodes_and_start_over_when_node_shapes_change() -> None:
+    state, _ = engine_with(node("a", cpu="8"), node("b", cpu="8"))
+    rooms = Rooms(state)
+    usage = {"cpu": D(2), "pods": D(1)}
+    index = rooms.index(shape_of("k", usage), frozenset({"a", "b"}))
+    assert index.rooms == {"a": 4, "b": 4}
+    state.upsert_pod(pod("web-0", "5", node_name="a", phase="Running", gang=False))
+    assert rooms.index(shape_of("k", usage), frozenset({"a", "b"})).rooms == {"a": 1, "b": 4}
+    state.upsert_node(node("b", cpu="8", spec={"unschedulable": True}))
+    fresh = rooms.index(shape_of("k", usage), frozenset({"a"}))
+    assert fresh is not index and fresh.rooms == {"a": 1}
+
+
+def test_a_cached_not_yet_holds_until_room_frees_then_the_gang_goes() -> None:
+    state, engine = engine_with(node("a", cpu="8"), node("b", cpu="8"))
+    for name in ("web-0", "web-1"):
+        state.upsert_pod(pod(name, "6", node_name="a" if name == "web-0" else "b", phase="Running", gang=False))
+    for i in range(2):
+        state.upsert_pod(member(f"big-{i}", "5"))
+    assert decision(engine, "big") == WAIT
+    freed = state.freed
+    # Something else takes room: nothing freed, the cached answer stands (and is still right).
+    state.upsert_pod(pod("web-2", "1", node_name="a", phase="Running", gang=False))
+    assert state.freed == freed and decision(engine, "big") == WAIT
+    # A status update that changes nothing a decision reads frees nothing either.
+    state.upsert_pod(pod("web-2", "1", node_name="a", phase="Running", gang=False))
+    assert state.freed == freed
+    # web-1 finishes: room frees on b, and the next pass plans again and releases.
+    state.upsert_pod(pod("web-1", "6", node_name="b", phase="Succeeded", gang=False))
+    assert state.freed > freed
+    assert decision(engine, "big") == WAIT, "5 + 5 cpu: b has 8 free now, a still has 1"
+    state.delete_pod("uid-web-2")
+    state.delete_pod("uid-web-0")
+    assert decision(engine, "big") == RELEASE
+
+
+def test_a_nomination_given_up_frees_room_for_a_cached_gang() -> None:
+    state, engine = engine_with(node("a", cpu="8"))
+    nominated = pod("urgent-0", "6", gang=False)
+    nominated["spec"]["priority"] = 1000
+    nominated["status"]["nominatedNodeName"] = "a"
+    state.upsert_pod(nominated)
+    for i in range(2):
+        state.upsert_pod(member(f"duo-{i}", "3"))
+    assert decision(engine, "duo") == WAIT
+    nominated["status"].pop("nominatedNodeName")
+    state.upsert_pod(nominated)
+    assert decision(engine, "duo") == RELEASE
+
+
+def test_a_binding_member_gives_up_its_reservation_and_the_gang_view_is_rebuilt() -> None:
+    state, engine = engine_with(node("a", cpu="8"))
+    for i in range(2):
+        state.upsert_pod(member(f"duo-{i}", "3"))
+    assert decision(engine, "duo") == RELEASE
+    version = state.gang_versions[("ml", "duo", "root-duo")]
+    freed = state.freed
+    bound = member("duo-0", "3", node_name="a", phase="Running")
+    bound["spec"].pop("schedulingGates")
+    state.upsert_pod(bound)
+    assert state.gang_versions[("ml", "duo", "root-duo")] > version
+    assert state.freed > freed, "reserved → bound: the unbound share of the node shrank"
+    assert decision(engine, "duo") == RUNNING, "the other member is released already: nothing to do"
+    gates = [p.gates for p in state.members(("ml", "duo", "root-duo"))]
+    assert tuple(sorted(gates)) == ((), (GATE,))
