@@ -44,7 +44,6 @@ from gang.config import Config
 from gang.quantity import format_quantity
 from gang.resources import Resources
 
-_ZERO = Decimal(0)
 RELEASE = "release"
 WAIT = "wait"
 NEVER_FITS = "never-fits"
@@ -105,6 +104,7 @@ class _Gang:
     sample: PodView
     apart: bool = False  # some member keeps the others off its node (required pod anti-affinity)
     live: list[PodView] = field(default_factory=list)  # neither finished nor on their way out
+    started: bool | None = None  # some member released (see Engine._started), once computed
 
     def late(self, pod: PodView) -> bool:
         """A member created after the first stage: it does not announce the expected members."""
@@ -288,8 +288,7 @@ class Engine:
         short = [(index, group) for index, group in demand.items() if slots[index] < len(group)]
         index, group = next(((i, g) for i, g in short if not slots[i]), short[0])
         if not slots[index]:
-            free = self.state.free
-            most = {r: max((free(n).get(r, _ZERO) for n in index.nodes), default=_ZERO) for r in index.usage}
+            most = {resource: index.most(resource) for resource in index.usage}
             reason = too_big_text(group[0].name, index.usage, len(index.nodes), most, "free")
         else:
             reason = slots_text(len(group), group[0].name, index.usage, len(index.nodes), slots[index])
@@ -356,8 +355,11 @@ class Engine:
         return cached[1]
 
     def _started(self, gang: _Gang) -> bool:
-        return gang.key in self._slots or any(
-            not p.gated or p.uid in self.state.pending for p in gang.members if p.live or p.node)
+        if gang.key in self._slots:
+            return True
+        if gang.started is None:  # fixed for this view: a release or a watch event makes a new one
+            gang.started = any(not p.gated or p.uid in self.state.pending for p in gang.members if p.live or p.node)
+        return gang.started
 
     def _release(self, pod: PodView, node: str, releases: list[Release], reserved: tuple[str, ...] = ()) -> None:
         self.state.reserve(pod, node)
@@ -373,8 +375,10 @@ class Engine:
         """Late members into their slots and replacements into their predecessors' room; then finish a
         release under way (a crash can leave one half done); then extra members one by one where they fit."""
         result = self._base(gang, now, RUNNING, "released")
-        gated = sorted((p for p in gang.members if p.live and p.gated and p.uid not in self.state.pending),
+        gated = sorted((p for p in gang.live if p.gated and p.uid not in self.state.pending),
                        key=lambda p: (p.created, p.name))
+        if not gated:  # the usual case: every member released; nothing to decide
+            return result
 
         def release(pod: PodView, node: str, reason: str) -> None:
             self._release(pod, node, releases)

@@ -97,7 +97,7 @@ def parse_expected(text: str | None, group: str) -> tuple[Expected, ...]:
         return ()
 
 
-_REQUESTS: dict[tuple, Resources] = {}  # requests_of per resources section: pods of one template share them
+_REQUESTS: dict[tuple, tuple[Resources, Resources]] = {}  # per resources sections: pods of one template share
 _REQUESTS_LIMIT = 4096
 
 
@@ -111,8 +111,11 @@ def _resources(obj: Obj) -> tuple:
     return _quantities(resources.get("requests")), _quantities(resources.get("limits"))
 
 
-def _requests(spec: Obj) -> Resources:
-    """``requests_of(spec)``, memoized on every field it reads (the result is shared: never mutate it)."""
+def _requests(spec: Obj) -> tuple[Resources, Resources]:
+    """``requests_of(spec)`` and the usage with the pod slot, memoized on every field requests_of reads.
+
+    Pods of one template share both dicts (and the planner's per-call caches key on them): never mutate them.
+    """
     try:
         if "requests" in spec:
             raise TypeError("an expected-member description")
@@ -121,12 +124,13 @@ def _requests(spec: Obj) -> Resources:
                _resources(spec), _quantities(spec.get("overhead")))
         found = _REQUESTS.get(key)
     except (TypeError, AttributeError):
-        return requests_of(spec)
+        requests = requests_of(spec)
+        return requests, with_pod_slot(requests)
     if found is None:
-        found = requests_of(spec)
+        requests = requests_of(spec)
         if len(_REQUESTS) >= _REQUESTS_LIMIT:
             _REQUESTS.clear()
-        _REQUESTS[key] = found
+        found = _REQUESTS[key] = (requests, with_pod_slot(requests))
     return found
 
 
@@ -199,7 +203,7 @@ def pod_view(pod: Obj) -> PodView:
     owner_uid = annotations.get(keys.OWNER_UID_ANNOTATION) or ""
     namespace = meta.get("namespace") or ""
     gang = (namespace, group, owner_uid) if group else None
-    requests = _requests(spec)
+    requests, usage = _requests(spec)
     gated = keys.GANG_GATE in gates
     owners = meta.get("ownerReferences") or []
     expected_text = annotations.get(keys.EXPECTED_MEMBERS_ANNOTATION) or ""
@@ -221,7 +225,7 @@ def pod_view(pod: Obj) -> PodView:
         unresolved=keys.UNRESOLVED_ANNOTATION in annotations,
         priority=_int(spec.get("priority")),
         created=parse_time(meta.get("creationTimestamp")),
-        usage=with_pod_slot(requests),
+        usage=usage,
         ports=host_ports(spec),
         nominated=str(status.get("nominatedNodeName") or ""),
         permanent=MIRROR_ANNOTATION in annotations or any(o.get("kind") in _PERMANENT_OWNERS for o in owners),

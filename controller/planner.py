@@ -86,8 +86,19 @@ class PlanResult:
 # Requests and host ports, shared by the planner and the independent checker.
 
 
-def member_requests(member: Member) -> dict[str, Decimal]:
-    """Non-zero requests with the pod slot: the pod count is a resource like any other."""
+def member_requests(member: Member, memo: dict[int, tuple[Mapping, dict[str, Decimal]]] | None = None
+                    ) -> dict[str, Decimal]:
+    """Non-zero requests with the pod slot: the pod count is a resource like any other.
+
+    ``memo`` (one per call over many members) reuses the result for members sharing one requests mapping.
+    """
+    if memo is not None:
+        found = memo.get(id(member.requests))
+        if found is not None and found[0] is member.requests:
+            return found[1]
+        result = member_requests(member)
+        memo[id(member.requests)] = (member.requests, result)
+        return result
     requests: dict[str, Decimal] = {}
     for resource, value in {PODS: _ONE, **member.requests}.items():
         number = value if type(value) is Decimal else Decimal(value)
@@ -144,6 +155,7 @@ def check_placement(members: Sequence[Member], nodes: Sequence[NodeFree], placem
     problems += [f"member {name} is listed twice" for name, times in sorted(names.items()) if times > 1]
     problems += [f"placement names unknown member {name}" for name in sorted(set(placement) - set(names))]
     load: dict[str, dict[str, Decimal]] = {}
+    memo: dict[int, tuple[Mapping, dict[str, Decimal]]] = {}
     ports_on: dict[str, list[tuple[Port, str]]] = {}
     for member in members:
         node = placement.get(member.name)
@@ -158,7 +170,7 @@ def check_placement(members: Sequence[Member], nodes: Sequence[NodeFree], placem
         elif member.pinned is None and node not in member.nodes:
             problems.append(f"member {member.name} is placed on {node}, which its constraints do not allow")
         totals = load.setdefault(node, {})
-        for resource, value in member_requests(member).items():
+        for resource, value in member_requests(member, memo).items():
             totals[resource] = totals.get(resource, Decimal(0)) + value
         if member.host_ports:
             problems += _port_problems(member, node, by_node[node], ports_on.setdefault(node, []))
@@ -238,9 +250,10 @@ def _build(members: Sequence[Member], nodes: Sequence[NodeFree]) -> _Problem:
     _require_unique("member", [member.name for member in members])
     _require_unique("node", [node.name for node in nodes])
     groups: dict[tuple, list[Member]] = {}
+    memo: dict[int, tuple[Mapping, dict[str, Decimal]]] = {}
     requests: dict[tuple, dict[str, Decimal]] = {}
     for member in members:
-        wanted = member_requests(member)
+        wanted = member_requests(member, memo)
         allowed = frozenset((member.pinned,)) if member.pinned is not None else member.nodes
         key = (tuple(sorted(wanted.items())), allowed, _member_ports(member), member.pinned)
         groups.setdefault(key, []).append(member)

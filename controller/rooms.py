@@ -19,6 +19,7 @@ the index only ever says "certainly not" or "try these first", never "fits".
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
@@ -26,6 +27,7 @@ from decimal import Decimal
 from controller.state import ClusterState
 from gang.resources import Resources
 
+_ZERO = Decimal(0)
 # A member shape: (placement key, requests with the pod slot as sorted items).
 Shape = tuple[str, tuple[tuple[str, Decimal], ...]]
 
@@ -53,12 +55,29 @@ class RoomIndex:
         self.nodes = nodes
         self.rooms: dict[str, int] = {}
         self.histogram: Counter[int] = Counter()  # room -> how many nodes have exactly that room
+        self._free = free
+        self._tops: dict[str, list[tuple[Decimal, str]]] = {}  # per resource: a max-heap of (-free, node)
         for node in nodes:
             self.update(node, free(node))
+
+    def most(self, resource: str) -> Decimal:
+        """The most of ``resource`` free on any one of the nodes (what a reason shows when no node holds a member)."""
+        heap = self._tops.get(resource)
+        if heap is None or len(heap) > 4 * len(self.nodes) + 64:  # built on first use, rebuilt when mostly stale
+            heap = self._tops[resource] = [(-self._free(n).get(resource, _ZERO), n) for n in self.nodes]
+            heapq.heapify(heap)
+        while heap:  # entries are pushed on every update; an entry is current when it matches the node's free now
+            value, node = heap[0]
+            if -value == self._free(node).get(resource, _ZERO):
+                return -value
+            heapq.heappop(heap)
+        return _ZERO
 
     def update(self, node: str, free: Resources) -> None:
         if node not in self.nodes:
             return
+        for resource, heap in self._tops.items():
+            heapq.heappush(heap, (-free.get(resource, _ZERO), node))
         new = room(self.usage, free)
         old = self.rooms.get(node, 0)
         if new == old:

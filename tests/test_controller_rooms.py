@@ -49,6 +49,9 @@ def test_slots_match_brute_force_through_random_updates() -> None:
         expected = sum(min(room(usage, free[n]), count) for n in names[:25])
         assert index.slots(count) == expected, step
         assert index.rooms == {n: room(usage, free[n]) for n in names[:25] if room(usage, free[n])}
+        if step % 3 == 0:  # the heap is built on first use and then only fed by updates
+            assert index.most("cpu") == max(free[n]["cpu"] for n in names[:25])
+            assert index.most("nvidia.com/gpu") == 0
 
 
 def test_prefix_is_the_shortest_run_in_order_covering_every_demand() -> None:

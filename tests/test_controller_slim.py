@@ -46,7 +46,7 @@ def with_bulk(obj: Obj) -> Obj:
     meta.setdefault("finalizers", ["example.com/keep"])
     spec = obj.setdefault("spec", {})
     for container in spec.get("containers") or []:
-        container.setdefault("image", "registry.example/app:1")
+        container.setdefault("image", "app:1")
         container["env"] = [{"name": "A", "value": "1"}]
         container["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
     obj.setdefault("status", {})["images"] = [{"names": ["x"], "sizeBytes": 1}] if obj.get("kind") == "Node" else []
