@@ -15,6 +15,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+import msgspec
+
 from controller.capacity import allocatable, is_terminal, requests_of, with_pod_slot
 from controller.predicates import HostPort, certifiability, host_ports, one_member_per_node
 from gang import keys
@@ -43,6 +45,11 @@ def parse_time(text: str | None) -> float:
         return 0.0
 
 
+def _canonical(value: Any) -> str:
+    """Canonical JSON (sorted keys) as a cache key; msgspec's encoder, ~10x json.dumps (one per gated-pod event)."""
+    return msgspec.json.encode(value, order="sorted", enc_hook=str).decode()
+
+
 def placement_key(spec: Obj, requests: Mapping[str, Decimal]) -> str:
     """Everything static feasibility depends on, as a cache key: members of every job with the same node
     constraints share it (preferred terms and pod affinity, which often name the job, are left out)."""
@@ -50,7 +57,7 @@ def placement_key(spec: Obj, requests: Mapping[str, Decimal]) -> str:
     shown = {"nodeSelector": spec.get("nodeSelector") or {}, "tolerations": spec.get("tolerations") or [],
              "nodeAffinity": affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}}
     shown["resources"] = sorted(name for name, value in requests.items() if value > 0)
-    return json.dumps(shown, sort_keys=True, default=str)
+    return _canonical(shown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +269,6 @@ def node_view(node: Obj) -> NodeView:
                    "allocatable": status.get("allocatable") or {}},
     }
     alloc = allocatable(node)
-    shape = json.dumps([slim["metadata"], slim["spec"], slim["status"]["conditions"],
-                        sorted(name for name, value in alloc.items() if value > 0)], sort_keys=True)
+    shape = _canonical([slim["metadata"], slim["spec"], slim["status"]["conditions"],
+                        sorted(name for name, value in alloc.items() if value > 0)])
     return NodeView(name=str(meta.get("name") or ""), obj=slim, allocatable=alloc, shape=shape)
