@@ -77,13 +77,18 @@ class EventRecorder:
         with self._lock:
             return self._dropped
 
-    def record(self, involved: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
-        """Queue an event about ``involved`` (an ObjectReference); never raises, never blocks on the API."""
+    def record(self, involved: Mapping[str, Any], type_: str, reason: str, message: str) -> bool:
+        """Queue an event about ``involved`` (an ObjectReference); never raises, never blocks on the API.
+
+        False when it was dropped (rate limit, full queue, closed): a caller that tells something once may
+        try again later. True when queued, or when the same event was queued within the repeat interval.
+        """
         try:
-            self._record(involved, type_, reason, message)
+            return self._record(involved, type_, reason, message)
         except Exception:  # a malformed reference must not break the caller's decision
             log.exception("recording event %s failed", reason)
             self._drop()
+            return False
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until every queued event is written (or given up); False on timeout."""
@@ -107,24 +112,24 @@ class EventRecorder:
 
     # --- the caller's side -------------------------------------------------------------
 
-    def _record(self, involved: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+    def _record(self, involved: Mapping[str, Any], type_: str, reason: str, message: str) -> bool:
         ref = {k: involved[k] for k in _REFERENCE if involved.get(k)}
         key = tuple(ref.get(k, "") for k in ("apiVersion", "kind", "namespace", "name", "uid")) + (
             type_, reason, message)
         with self._lock:
             if self._closed:
                 self._drop()
-                return
+                return False
             now = self._clock()
             seen = self._seen.get(key)
             if seen is not None:
                 self._seen.move_to_end(key)
                 seen.count += 1  # an occurrence, written or not: count is how often it happened
                 if now - seen.written_at < self._repeat_interval:
-                    return
+                    return True
             if not self._take_token(key[:5], now) or self._pending >= self._queue_size:
                 self._drop()
-                return
+                return False
             wall = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
             if seen is None:
                 # client-go's name: the object's name and the time in nanoseconds, in hex.
@@ -141,6 +146,7 @@ class EventRecorder:
             }
             self._pending += 1
             self._queue.put((seen.count > 1, event))
+            return True
 
     def _take_token(self, obj: tuple[str, ...], now: float) -> bool:
         tokens, refilled = self._buckets.pop(obj, (float(self._burst), now))

@@ -87,7 +87,8 @@ class Controller:
             if port is not None else None
         self._heartbeat = time.monotonic()
         self._last: dict[GangKey, tuple[str, str]] = {}
-        self._timed_out: set[GangKey] = set()
+        self._timed_out: set[GangKey] = set()  # counted in the timeouts metric
+        self._timeout_told: set[GangKey] = set()  # their GangTimeout event recorded
         self._threads: list[threading.Thread] = []
         self.cycles = 0
         self.last_cycle: Cycle | None = None
@@ -301,6 +302,7 @@ class Controller:
         for key in [k for k in self._last if k not in seen]:
             del self._last[key]
         self._timed_out &= seen
+        self._timeout_told &= seen
 
     def _announce(self, decision: GangDecision) -> None:
         members = self.state.members(decision.key)
@@ -309,41 +311,43 @@ class Controller:
         if decision.timed_out and decision.key not in self._timed_out:
             self._timed_out.add(decision.key)
             self.metrics.gang_timeouts.inc()
-            self._event(decision, members, "Warning", "GangTimeout",
-                        f"gang {decision.name} has waited {decision.waited:.0f}s, longer than its schedule timeout; "
-                        f"still gated: {decision.reason}")
+        if decision.timed_out and decision.key not in self._timeout_told and self._event(
+                decision, members, "Warning", "GangTimeout", f"gang {decision.name} has waited {decision.waited:.0f}s, "
+                f"longer than its schedule timeout; still gated: {decision.reason}"):
+            self._timeout_told.add(decision.key)
         if decision.decision == RUNNING:
             return
         summary = (decision.decision, decision.reason)
         if self._last.get(decision.key) == summary:
             return
-        self._last[decision.key] = summary
         if decision.decision == RELEASE:
             nodes = len({n for n in decision.plan.values() if n})
-            self._event(decision, members, "Normal", "GangReleased",
-                        f"released {len(decision.released)} member(s) of gang {decision.name} on a plan over "
-                        f"{nodes} node(s): {decision.reason}", members_too=False)
+            told = self._event(decision, members, "Normal", "GangReleased",
+                               f"released {len(decision.released)} member(s) of gang {decision.name} on a plan over "
+                               f"{nodes} node(s): {decision.reason}", members_too=False)
         elif decision.decision == NEVER_FITS:
-            self._event(decision, members, "Warning", "GangNeverFits", f"gang {decision.name} can never fit: "
-                        f"{decision.reason}")
+            told = self._event(decision, members, "Warning", "GangNeverFits", f"gang {decision.name} can never fit: "
+                               f"{decision.reason}")
         elif decision.decision == NOT_CERTIFIABLE:
-            self._event(decision, members, "Warning", "GangNotCertifiable", decision.reason)
+            told = self._event(decision, members, "Warning", "GangNotCertifiable", decision.reason)
         elif decision.cause == "members":
-            self._event(decision, members, "Normal", "GangWaiting", decision.reason)
+            told = self._event(decision, members, "Normal", "GangWaiting", decision.reason)
         else:
-            self._event(decision, members, "Normal", "GangInsufficientCapacity", decision.reason)
+            told = self._event(decision, members, "Normal", "GangInsufficientCapacity", decision.reason)
+        if told:  # a dropped event (rate limit, full queue) is told again on a later pass
+            self._last[decision.key] = summary
 
     def _event(self, decision: GangDecision, members: list[PodView], type_: str, reason: str, message: str,
-               members_too: bool = True) -> None:
+               members_too: bool = True) -> bool:
+        """Record the event on the root and on up to MEMBER_EVENTS gated members; False when every one of them
+        was dropped (the caller tells it again later)."""
         root = root_reference(members[0])
-        if root is not None:
-            self.events.record(root, type_, reason, message)
-        if not members_too:
-            return
-        gated = [p for p in members if p.gated][:MEMBER_EVENTS]
-        for pod in gated:
-            self.events.record({"apiVersion": "v1", "kind": "Pod", "name": pod.name, "namespace": pod.namespace,
-                                "uid": pod.uid}, type_, reason, message)
+        targets = [root] if root is not None else []
+        if members_too:
+            targets += [{"apiVersion": "v1", "kind": "Pod", "name": p.name, "namespace": p.namespace, "uid": p.uid}
+                        for p in members if p.gated][:MEMBER_EVENTS]
+        recorded = [self.events.record(target, type_, reason, message) for target in targets]
+        return any(recorded) or not targets
 
 
 def run_controller(config: Config, api_client: Any, *, leader_elect: bool, identity: str | None,

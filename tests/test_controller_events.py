@@ -15,8 +15,12 @@ from kubernetes import client, config
 
 from cluster.http import write_kubeconfig
 from cluster.local import LocalCluster, NodeSpec
+from controller.engine import WAIT, GangDecision
 from controller.events import EventRecorder
+from controller.run import Controller
+from gang.config import Config
 from kubenexus.local_webhook import free_port
+from tests.contract import GATE, GROUP, MIN
 
 
 class FakeClock:
@@ -223,3 +227,38 @@ def test_a_hung_api_never_blocks_the_caller(cluster: LocalCluster, pod: dict[str
         began = time.monotonic()
         recorder.close(timeout=0.1)
         assert time.monotonic() - began < 0.5
+
+
+def test_record_says_whether_the_event_was_dropped(core: client.CoreV1Api, pod: dict[str, Any], clock: FakeClock,
+                                                   recorders: Any) -> None:
+    recorder = recorders(burst=1, per_second=0.5, repeat_interval=60)
+    assert recorder.record(pod, "Normal", "GangWaiting", "1/2 members present") is True
+    assert recorder.record(pod, "Normal", "GangWaiting", "1/2 members present") is True, "written already"
+    assert recorder.record(pod, "Normal", "GangWaiting", "2/2 members present") is False, "no token left"
+    clock.now += 2
+    assert recorder.record(pod, "Normal", "GangWaiting", "2/2 members present") is True
+    assert recorder.flush(5)
+    assert sorted(e.message for e in events_about(core, pod)) == ["1/2 members present", "2/2 members present"]
+
+
+def test_an_announcement_the_rate_limit_dropped_is_told_on_a_later_pass(
+        api: client.ApiClient, core: client.CoreV1Api, pod: dict[str, Any], clock: FakeClock, recorders: Any) -> None:
+    """The controller remembers what it told per gang; a dropped event must not count as told."""
+    member = core.read_namespaced_pod(pod["name"], pod["namespace"]).to_dict()
+    controller = Controller(api, Config())
+    controller.events.close(timeout=1)
+    controller.events = recorders(burst=1, per_second=0.5)
+    view = controller.state.upsert_pod({
+        "metadata": {"name": pod["name"], "namespace": pod["namespace"], "uid": pod["uid"],
+                     "labels": {GROUP: "pi", MIN: "2"}},
+        "spec": {"schedulingGates": [{"name": GATE}], "containers": member["spec"]["containers"]}})
+    assert view.gang is not None
+    decision = GangDecision(view.gang, "", WAIT, "needs 8 cpu on 1 node; the most free is 2 cpu", cause="capacity")
+    assert controller.events.record(pod, "Normal", "Other", "uses the only token") is True
+    controller._announce(decision)  # dropped: no token
+    clock.now += 2
+    controller._announce(decision)  # told now
+    controller._announce(decision)  # and not again
+    assert controller.events.flush(5)
+    told = [e for e in events_about(core, pod) if e.reason == "GangInsufficientCapacity"]
+    assert [(e.message, e.count) for e in told] == [("needs 8 cpu on 1 node; the most free is 2 cpu", 1)]
