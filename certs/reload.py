@@ -57,6 +57,7 @@ class ReloadingContext:
         self._context: ssl.SSLContext | None = None
         self.error = "not loaded yet"
         self.reloads = 0
+        self.not_after: float | None = None  # expiry (epoch seconds) of the certificate being served
 
     def _stat(self) -> Signature | None:
         try:  # stat follows the kubelet's ..data symlinks: a swapped Secret volume shows as a new inode
@@ -98,6 +99,7 @@ class ReloadingContext:
             return
         first = self._context is None
         self._context, self._loaded, self.error = context, pem, ""
+        self.not_after = x509.load_pem_x509_certificate(pem[0]).not_valid_after_utc.timestamp()
         self.reloads += 1
         if not first:
             log.info("serving certificate reloaded from %s", self.cert_path)

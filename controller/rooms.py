@@ -48,20 +48,44 @@ def room(usage: Mapping[str, Decimal], free: Mapping[str, Decimal]) -> int:
 
 
 class RoomIndex:
-    """Per node of one shape's eligible nodes, how many members of the shape fit now (only rooms above 0)."""
+    """Per node of one shape's eligible nodes, how many members of the shape fit now (only rooms above 0).
 
-    def __init__(self, usage: Resources, nodes: frozenset[str], free: Callable[[str], Resources]) -> None:
+    Lazy, in name order: a gang that fits is answered from the first nodes with room, so a new shape costs a
+    walk over the nodes its plan needs, not over all of them; a "certainly not" walks them all, once.
+    """
+
+    def __init__(self, usage: Resources, nodes: frozenset[str], order: list[str],
+                 free: Callable[[str], Resources]) -> None:
         self.usage = usage
         self.nodes = nodes
-        self.rooms: dict[str, int] = {}
-        self.histogram: Counter[int] = Counter()  # room -> how many nodes have exactly that room
+        self.rooms: dict[str, int] = {}  # of the nodes looked at so far
+        self.histogram: Counter[int] = Counter()  # room -> how many of those nodes have exactly that room
         self._free = free
+        self._order = order  # ``nodes`` by name
+        self._next = 0  # position in ``_order`` of the first node not looked at yet
+        self._seen: set[str] = set()
         self._tops: dict[str, list[tuple[Decimal, str]]] = {}  # per resource: a max-heap of (-free, node)
-        for node in nodes:
-            self.update(node, free(node))
+
+    def room_of(self, node: str) -> int:
+        if node not in self._seen and node in self.nodes:
+            self._look(node)
+        return self.rooms.get(node, 0)
+
+    def _look(self, node: str) -> None:
+        self._seen.add(node)
+        self._set(node, room(self.usage, self._free(node)))
+
+    def _walk(self, until: Callable[[], bool]) -> None:
+        order, seen = self._order, self._seen
+        while self._next < len(order) and not until():
+            node = order[self._next]
+            self._next += 1
+            if node not in seen:
+                self._look(node)
 
     def most(self, resource: str) -> Decimal:
         """The most of ``resource`` free on any one of the nodes (what a reason shows when no node holds a member)."""
+        self._walk(lambda: False)
         heap = self._tops.get(resource)
         if heap is None or len(heap) > 4 * len(self.nodes) + 64:  # built on first use, rebuilt when mostly stale
             heap = self._tops[resource] = [(-self._free(n).get(resource, _ZERO), n) for n in self.nodes]
@@ -74,11 +98,14 @@ class RoomIndex:
         return _ZERO
 
     def update(self, node: str, free: Resources) -> None:
-        if node not in self.nodes:
+        """The node's free capacity changed (a node not looked at yet is read when it is reached)."""
+        if node not in self._seen:
             return
         for resource, heap in self._tops.items():
             heapq.heappush(heap, (-free.get(resource, _ZERO), node))
-        new = room(self.usage, free)
+        self._set(node, room(self.usage, free))
+
+    def _set(self, node: str, new: int) -> None:
         old = self.rooms.get(node, 0)
         if new == old:
             return
@@ -93,8 +120,13 @@ class RoomIndex:
             del self.rooms[node]
 
     def slots(self, count: int) -> int:
-        """How many of ``count`` members of this shape the nodes could take at most, each node on its own."""
-        return sum(min(size, count) * nodes for size, nodes in self.histogram.items())
+        """How many of ``count`` members of this shape the nodes could take at most, each node on its own: exact
+        below ``count`` (every node looked at), otherwise at least ``count``."""
+        def total() -> int:
+            return sum(min(size, count) * nodes for size, nodes in self.histogram.items())
+
+        self._walk(lambda: total() >= count)
+        return total()
 
 
 class Rooms:
@@ -105,6 +137,7 @@ class Rooms:
         self._indexes: dict[Shape, RoomIndex] = {}
         self._shape_version = state.shape_version
         self._used: set[Shape] = set()
+        self._orders: dict[frozenset[str], list[str]] = {}  # sorted node sets, per set of the current node shapes
 
     def index(self, shape: Shape, nodes: frozenset[str]) -> RoomIndex:
         """The index for ``shape`` over ``nodes`` (its eligible nodes under the current node shapes)."""
@@ -112,8 +145,14 @@ class Rooms:
         self._used.add(shape)
         found = self._indexes.get(shape)
         if found is None or found.nodes is not nodes:
-            found = self._indexes[shape] = RoomIndex(dict(shape[1]), nodes, self.state.free)
+            found = self._indexes[shape] = RoomIndex(dict(shape[1]), nodes, self._sorted(nodes), self.state.free)
         return found
+
+    def _sorted(self, nodes: frozenset[str]) -> list[str]:
+        order = self._orders.get(nodes)
+        if order is None:
+            order = self._orders[nodes] = sorted(nodes)
+        return order
 
     def refresh(self) -> None:
         """Apply the nodes whose capacity changed since the last call; start over when node shapes changed."""
@@ -121,6 +160,7 @@ class Rooms:
         if self._shape_version != self.state.shape_version:
             self._shape_version = self.state.shape_version
             self._indexes.clear()
+            self._orders.clear()
             return
         if dirty and self._indexes:
             free = self.state.free
@@ -148,7 +188,7 @@ def prefix(order: Iterable[str], demand: Mapping[RoomIndex, int]) -> list[str]:
     for node in order:
         took = False
         for index in list(left):
-            here = index.rooms.get(node, 0)
+            here = index.room_of(node)
             if here:
                 took = True
                 left[index] -= here

@@ -40,23 +40,25 @@ def test_slots_match_brute_force_through_random_updates() -> None:
     usage = {"cpu": D(3), "pods": D(1)}
     names = [f"n{i}" for i in range(30)]
     free = {n: {"cpu": D(rng.randrange(0, 20)), "pods": D(rng.randrange(0, 6))} for n in names}
-    index = RoomIndex(usage, frozenset(names[:25]), lambda n: free[n])
+    index = RoomIndex(usage, frozenset(names[:25]), sorted(names[:25]), lambda n: free[n])
     for step in range(300):
         changed = rng.choice(names)
         free[changed] = {"cpu": D(rng.randrange(-3, 20)), "pods": D(rng.randrange(0, 6))}
         index.update(changed, free[changed])
         count = rng.randrange(1, 40)
         expected = sum(min(room(usage, free[n]), count) for n in names[:25])
-        assert index.slots(count) == expected, step
-        assert index.rooms == {n: room(usage, free[n]) for n in names[:25] if room(usage, free[n])}
+        slots = index.slots(count)  # walks only as far as it needs to: exact below count
+        assert slots == expected if expected < count else slots >= count, step
+        assert {n: index.room_of(n) for n in names} == {n: room(usage, free[n]) if n in names[:25] else 0
+                                                         for n in names}
         if step % 3 == 0:  # the heap is built on first use and then only fed by updates
             assert index.most("cpu") == max(free[n]["cpu"] for n in names[:25])
             assert index.most("nvidia.com/gpu") == 0
 
 
 def test_prefix_is_the_shortest_run_in_order_covering_every_demand() -> None:
-    a = RoomIndex({"cpu": D(1), "pods": D(1)}, frozenset("wxyz"), lambda n: {"cpu": D(2), "pods": D(9)})
-    b = RoomIndex({"cpu": D(4), "pods": D(1)}, frozenset("wxyz"),
+    a = RoomIndex({"cpu": D(1), "pods": D(1)}, frozenset("wxyz"), list("wxyz"), lambda n: {"cpu": D(2), "pods": D(9)})
+    b = RoomIndex({"cpu": D(4), "pods": D(1)}, frozenset("wxyz"), list("wxyz"),
                   lambda n: {"cpu": D(4 if n == "z" else 2), "pods": D(9)})
     assert prefix("wxyz", {a: 3}) == ["w", "x"]
     assert prefix("wxyz", {a: 3, b: 1}) == ["w", "x", "z"], "y only has room for a demand already covered"
@@ -85,13 +87,28 @@ def test_rooms_follow_the_states_dirty_nodes_and_start_over_when_node_shapes_cha
     state, _ = engine_with(node("a", cpu="8"), node("b", cpu="8"))
     rooms = Rooms(state)
     usage = {"cpu": D(2), "pods": D(1)}
-    index = rooms.index(shape_of("k", usage), frozenset({"a", "b"}))
-    assert index.rooms == {"a": 4, "b": 4}
+    both = frozenset({"a", "b"})  # the engine hands out one object per distinct node set
+    index = rooms.index(shape_of("k", usage), both)
+    assert index.slots(100) == 8 and index.rooms == {"a": 4, "b": 4}
     state.upsert_pod(pod("web-0", "5", node_name="a", phase="Running", gang=False))
-    assert rooms.index(shape_of("k", usage), frozenset({"a", "b"})).rooms == {"a": 1, "b": 4}
+    assert rooms.index(shape_of("k", usage), both) is index and index.rooms == {"a": 1, "b": 4}
     state.upsert_node(node("b", cpu="8", spec={"unschedulable": True}))
     fresh = rooms.index(shape_of("k", usage), frozenset({"a"}))
-    assert fresh is not index and fresh.rooms == {"a": 1}
+    assert fresh is not index and fresh.slots(100) == 1 and fresh.rooms == {"a": 1}
+
+
+def test_an_index_looks_only_at_the_nodes_a_fitting_gang_needs() -> None:
+    looked: list[str] = []
+    names = [f"n{i:02d}" for i in range(50)]
+
+    def free(n: str) -> dict[str, Decimal]:
+        looked.append(n)
+        return {"cpu": D(8), "pods": D(110)}
+
+    index = RoomIndex({"cpu": D(2), "pods": D(1)}, frozenset(names), names, free)
+    assert index.slots(10) >= 10 and looked == names[:3], "4 + 4 + 2: three nodes answer it"
+    assert prefix(names, {index: 10}) == names[:3]
+    assert index.slots(1000) == 200 and sorted(looked) == names, "certainly not: every node looked at, once"
 
 
 def test_a_cached_not_yet_holds_until_room_frees_then_the_gang_goes() -> None:

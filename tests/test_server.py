@@ -8,6 +8,8 @@ import re
 import ssl
 import subprocess
 
+from cryptography import x509
+
 from tests.conftest import KUBENEXUS, pod_request
 
 PLAIN_POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}
@@ -72,3 +74,17 @@ def test_webhook_refuses_to_start_with_an_invalid_config(tmp_path):
     done = subprocess.run([KUBENEXUS, "webhook", "--config", str(config)], capture_output=True, text=True, timeout=30)
     assert done.returncode == 2
     assert "autoInject" in done.stderr and "everywhere" in done.stderr
+
+
+def test_metrics_show_when_the_served_certificate_expires(webhook, tls):
+    """The number an alert on certificate expiry needs: the notAfter of the certificate actually served."""
+    context = ssl.create_default_context(cafile=tls.ca_cert)
+    conn = http.client.HTTPSConnection("127.0.0.1", webhook.port, context=context, timeout=5)
+    conn.request("GET", "/metrics")
+    body = conn.getresponse().read()
+    peer = x509.load_der_x509_certificate(conn.sock.getpeercert(binary_form=True))
+    conn.close()
+    found = re.search(rb"^kubenexus_webhook_certificate_expiry_timestamp_seconds(?:\{[^}]*\})? ([0-9.e+]+)$", body,
+                      re.MULTILINE)
+    assert found, body.decode()[:2000]
+    assert float(found.group(1)) == peer.not_valid_after_utc.timestamp()

@@ -13,6 +13,7 @@ from prometheus_client import (
     REGISTRY,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
     multiprocess,
@@ -25,6 +26,12 @@ LATENCY = Histogram("kubenexus_webhook_request_duration_seconds", "Time to answe
 DECISIONS = Counter("kubenexus_webhook_pod_decisions_total", "Pod admission decisions", ["action"])
 OWNER_READS = Counter("kubenexus_webhook_owner_reads_total", "API reads of owner objects (cache misses)",
                       ["kind", "result"])
+
+
+# The soonest expiry among live workers (they serve the same files; one may not have reloaded yet).
+CERT_EXPIRY = Gauge("kubenexus_webhook_certificate_expiry_timestamp_seconds",
+                    "When the serving certificate this webhook presents expires (Unix time)",
+                    multiprocess_mode="livemin")
 
 
 def exposition() -> tuple[bytes, str]:

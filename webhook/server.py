@@ -87,7 +87,13 @@ def build_app(config: Config) -> Any:
 
 def _tls_context(conf: Any, factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
     """Called by gunicorn for every new connection: the current certificate, reloaded when the files change."""
-    return reloading_context(conf.certfile, conf.keyfile).context()
+    from webhook.metrics import CERT_EXPIRY  # after PROMETHEUS_MULTIPROC_DIR is set (see run_webhook)
+
+    reloader = reloading_context(conf.certfile, conf.keyfile)
+    context = reloader.context()
+    if reloader.not_after is not None:
+        CERT_EXPIRY.set(reloader.not_after)
+    return context
 
 
 def _start_ensure_loop(config: Config) -> Callable[[Any], None]:
