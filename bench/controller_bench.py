@@ -1100,10 +1100,12 @@ def bench_rebuild(nodes: int, pods: int, gang_size: int, workdir: Path, timeout:
         gc.enable()
     rows = []
     for mode in ("informer", "stream"):
+        runs = []
         try:
-            out = subprocess.run([sys.executable, __file__, "--rebuild-child", str(directory), mode],
-                                 capture_output=True, text=True, timeout=timeout, check=True)
-            result = json.loads(out.stdout.strip().splitlines()[-1])
+            for _ in range(3 if mode == "informer" and not SMOKE else 1):  # the goal's figure: a median of three
+                out = subprocess.run([sys.executable, __file__, "--rebuild-child", str(directory), mode],
+                                     capture_output=True, text=True, timeout=timeout, check=True)
+                runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
         except subprocess.TimeoutExpired:
             rows.append(Row("3 rebuild", f"{mode}: LIST + apply + 1 pass", timeout, "s", GOALS["rebuild_s"],
                             f"not finished after {timeout:.0f} s"))
@@ -1112,6 +1114,11 @@ def bench_rebuild(nodes: int, pods: int, gang_size: int, workdir: Path, timeout:
             raise RuntimeError(f"rebuild child failed: {exc.stderr[-2000:]}") from None
         label = ("through the controller's Informer and slim decoders, page by page, then gc.freeze()"
                  if mode == "informer" else "json.loads instead of the slim decoders, page by page, for comparison")
+        result = sorted(runs, key=lambda run: run["total_s"])[len(runs) // 2]
+        result["peak_mib"] = max(run["peak_mib"] for run in runs)
+        if len(runs) > 1:
+            times = ", ".join(f"{run['total_s']:.1f}" for run in runs)
+            label += f"; median of {len(runs)} runs ({times} s), peak of all"
         goal_s = GOALS["rebuild_s"] if mode == "informer" else None
         goal_m = GOALS["rebuild_mib"] if mode == "informer" else None
         rest = result["apply_s"] - result["state_s"]
