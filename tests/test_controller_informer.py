@@ -410,6 +410,17 @@ def test_paginated_list_transport_errors_and_http_gone() -> None:
     assert informer.lists == 2 and informer.known() == 3
 
 
+def run_script(api: FakeApi, recorder: Recorder) -> Informer:
+    """Run an informer with the slim pod decoder until the scripted API has nothing more to say."""
+    informer = Informer(api, "/api/v1/pods", recorder.on_event, backoff_initial=0.01, decoder=slim.PODS)
+    thread = threading.Thread(target=informer.run, daemon=True)
+    thread.start()
+    assert api.done.wait(WAIT)
+    informer.stop()
+    thread.join(WAIT)
+    return informer
+
+
 def test_relist_deletes_an_object_recreated_under_its_name_right_before_the_new_one() -> None:
     """A consumer keyed by name (nodes) must end with the new object, one keyed by uid (pods) without the old."""
     def listed(uid: str, rv: str) -> dict[str, Any]:
@@ -425,12 +436,7 @@ def test_relist_deletes_an_object_recreated_under_its_name_right_before_the_new_
         page("9", listed("uid-new", "8")),
     ])
     recorder = Recorder()
-    informer = Informer(api, "/api/v1/pods", recorder.on_event, backoff_initial=0.01, decoder=slim.PODS)
-    thread = threading.Thread(target=informer.run, daemon=True)
-    thread.start()
-    assert api.done.wait(WAIT)
-    informer.stop()
-    thread.join(WAIT)
+    informer = run_script(api, recorder)
     uids = [(kind, obj["metadata"]["uid"]) for kind, obj in recorder.objects]
     assert uids == [("ADDED", "uid-old"), ("DELETED", "uid-old"), ("ADDED", "uid-new")]
     assert recorder.objects[1][1][FINAL_STATE_UNKNOWN] is True
@@ -448,12 +454,7 @@ def test_slim_decoder_keeps_a_watch_error_status_whole() -> None:
         listing("7", []),
     ])
     recorder = Recorder()
-    informer = Informer(api, "/api/v1/pods", recorder.on_event, backoff_initial=0.01, decoder=slim.PODS)
-    thread = threading.Thread(target=informer.run, daemon=True)
-    thread.start()
-    assert api.done.wait(WAIT)
-    informer.stop()
-    thread.join(WAIT)
+    informer = run_script(api, recorder)
     assert informer.lists == 2  # the Gone error event made it list again
     delivered = recorder.objects[0][1]
     assert "managedFields" not in delivered["metadata"] and delivered["spec"]["containers"] == [{}]
