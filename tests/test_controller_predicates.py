@@ -22,11 +22,13 @@ Expected answers are derived by hand from the scheduler's documented rules:
 
 from __future__ import annotations
 
+import random
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
+from controller.capacity import requests_of
 from controller.predicates import (
     ANY_HOST_IP,
     TAINT_NOT_READY,
@@ -614,3 +616,38 @@ def test_feasible_nodes_for_an_expected_member_uses_its_requests_and_pins():
 
 def test_feasible_nodes_of_nothing():
     assert feasible_nodes({}, []) == ([], {})
+
+
+def test_feasible_nodes_agrees_with_each_predicate_node_by_node():
+    """feasible_nodes evaluates each distinct node look once; the answers must be those of the predicates
+    applied to every node on its own, over nodes that differ in every way the predicates read."""
+    rng = random.Random(11)
+    taints = [[], [GPU], [{"key": "team", "value": "a", "effect": "NoSchedule"}],
+              [{"key": "team", "value": "b", "effect": "NoExecute"}, GPU]]
+    nodes = [node(f"n{i:02d}", labels={k: v for k, v in (("pool", rng.choice(["a", "b", None])),
+                                                          ("zone", rng.choice(["1", "2", None])),
+                                                          ("size", rng.choice(["3", "12", None]))) if v},
+                  taints=rng.choice(taints), unschedulable=rng.random() < 0.2,
+                  ready=rng.choice(["True", "True", "False", "Unknown", None]),
+                  allocatable=rng.choice([None, {"cpu": "8", "pods": "110", "nvidia.com/gpu": "2"}]))
+             for i in range(60)]
+    specs = [
+        {},
+        {"nodeSelector": {"pool": "a"}, "tolerations": [{"key": "gpu", "operator": "Exists"}]},
+        {"tolerations": [{"operator": "Exists"}], **required({"matchExpressions": [expr("size", "Gt", "5")]},
+                                                           {"matchExpressions": [expr("zone", "DoesNotExist")]})},
+        {**required({"matchExpressions": [expr("pool", "In", "b")], "matchFields": [expr("metadata.name", "NotIn",
+                                                                                           "n03")]}),
+         "tolerations": [{"key": "team", "operator": "Equal", "value": "a"}],
+         "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+        {"tolerations": [{"operator": "Exists"}], **required({"matchFields": [expr("metadata.name", "In", "n05")]})},
+        {"tolerations": [{"key": TAINT_UNSCHEDULABLE, "operator": "Exists"},
+                         {"key": TAINT_NOT_READY, "operator": "Exists", "effect": "NoSchedule"}]},
+    ]
+    for spec in specs:
+        requests = requests_of(spec)
+        expected = {n["metadata"]["name"]: node_schedulable_for(spec, n) or matches_selector_and_affinity(spec, n)
+                    or has_resources_kinds(requests, n) for n in nodes}
+        names, reasons = feasible_nodes(spec, nodes)
+        assert names == [name for name, reason in expected.items() if reason is None], spec
+        assert reasons == {name: reason for name, reason in expected.items() if reason is not None}, spec
