@@ -41,7 +41,6 @@ from controller.rooms import RoomIndex, Rooms, Shape, prefix, shape_of
 from controller.state import ClusterState
 from gang import keys
 from gang.config import Config
-from gang.quantity import format_quantity
 from gang.resources import Resources
 
 RELEASE = "release"
@@ -133,10 +132,6 @@ def _gang(key: GangKey, members: list[PodView]) -> _Gang:
     )
 
 
-def _fmt(resources: Mapping[str, Decimal]) -> str:
-    return ", ".join(f"{format_quantity(v, r)} {r}" for r, v in sorted(resources.items()) if v > 0 and r != "pods")
-
-
 class Engine:
     """Decides releases; owns the caches that make a pass cheap when little changed."""
 
@@ -145,7 +140,6 @@ class Engine:
         self.config = config
         self.roots = roots or (lambda pod: {})
         self._feasible: dict[str, frozenset[str]] = {}
-        self._orders: dict[tuple[str, ...], list[str]] = {}  # sorted union of the feasible sets of some keys
         self._feasible_version = -1
         self._never: dict[tuple, str | None] = {}
         self._fits_somewhere: set[tuple] = set()  # gang shapes proven able to fit on an otherwise empty cluster
@@ -162,7 +156,6 @@ class Engine:
     def feasible(self, key: str, spec: Mapping, usage: Mapping[str, Decimal]) -> frozenset[str]:
         if self._feasible_version != self.state.shape_version:
             self._feasible.clear()
-            self._orders.clear()
             self._feasible_version = self.state.shape_version
         nodes = self._feasible.get(key)
         if nodes is None:
@@ -274,7 +267,8 @@ class Engine:
         slots = {index: index.slots(len(group)) for index, group in demand.items()}
         if any(slots[index] < len(group) for index, group in demand.items()):
             return self._no_room(demand, slots, len(members))
-        order = self._order(tuple(sorted({shape[0] for shape in groups})), members)
+        sets = {m.nodes for m in members}  # interned: one per placement key
+        order = self.rooms.sorted_nodes(next(iter(sets)) if len(sets) == 1 else frozenset().union(*sets))
         names = prefix(order, {index: len(group) for index, group in demand.items()})
         if names and len(names) < len(order):
             found = plan(members, self._nodes(members, gang, held, limits, names))
@@ -296,13 +290,6 @@ class Engine:
         if len(demand) == 1:  # one class: first-fit places exactly that many
             return PlanResult(None, placed, f"{reason}; the largest placement found holds {placed} of {total} members")
         return PlanResult(None, 0, f"{reason}; at most {placed} of {total} members have room now")
-
-    def _order(self, keys_: tuple[str, ...], members: Sequence[Member]) -> list[str]:
-        """Every node some member may use, by name (the planner's order), cached per set of placement keys."""
-        order = self._orders.get(keys_)
-        if order is None:
-            order = self._orders[keys_] = sorted(set().union(*{m.nodes for m in members}))
-        return order
 
     def _future(self, names: Sequence[str], claims: Mapping[str, Resources],
                 held: Mapping[GangKey, Mapping[str, Resources]]) -> dict[str, Resources]:

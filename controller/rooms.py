@@ -145,10 +145,13 @@ class Rooms:
         self._used.add(shape)
         found = self._indexes.get(shape)
         if found is None or found.nodes is not nodes:
-            found = self._indexes[shape] = RoomIndex(dict(shape[1]), nodes, self._sorted(nodes), self.state.free)
+            found = self._indexes[shape] = RoomIndex(dict(shape[1]), nodes, self.sorted_nodes(nodes),
+                                                     self.state.free)
         return found
 
-    def _sorted(self, nodes: frozenset[str]) -> list[str]:
+    def sorted_nodes(self, nodes: frozenset[str]) -> list[str]:
+        """``nodes`` by name (the planner's order), cached until node shapes change."""
+        self.refresh()
         order = self._orders.get(nodes)
         if order is None:
             order = self._orders[nodes] = sorted(nodes)

@@ -166,7 +166,7 @@ class ClusterState:
         if pod.nominated and not pod.node and not pod.terminal:
             self._nominated.setdefault(pod.nominated, {})[pod.uid] = (pod.priority, pod.usage)
         if pod.permanent and pod.node and not pod.terminal:
-            _plus(self._permanent, pod.node, pod.usage)
+            _shift(self._permanent, pod.node, pod.usage, 1)
             self._permanent_ports.setdefault(pod.node, Counter()).update(pod.ports)
             self._permanent_port_sets.pop(pod.node, None)
 
@@ -186,7 +186,7 @@ class ClusterState:
                 if not nominated:
                     del self._nominated[pod.nominated]
         if pod.permanent and pod.node and not pod.terminal:
-            _minus(self._permanent, pod.node, pod.usage)
+            _shift(self._permanent, pod.node, pod.usage, -1)
             self._permanent_ports[pod.node].subtract(pod.ports)
             self._permanent_port_sets.pop(pod.node, None)
 
@@ -196,11 +196,11 @@ class ClusterState:
             return
         self._charged_at[pod.uid] = node
         self.dirty.add(node)
-        _plus(self._charged, node, pod.usage)
+        _shift(self._charged, node, pod.usage, 1)
         if not pod.node:
-            _plus(self._unbound, node, pod.usage)
+            _shift(self._unbound, node, pod.usage, 1)
         if node in self._free:
-            _minus(self._free, node, pod.usage)
+            _shift(self._free, node, pod.usage, -1)
         if pod.ports:
             self._ports.setdefault(node, Counter()).update(pod.ports)
             self._port_sets.pop(node, None)
@@ -210,11 +210,11 @@ class ClusterState:
         if not node or pod is None:
             return
         self.dirty.add(node)
-        _minus(self._charged, node, pod.usage)
+        _shift(self._charged, node, pod.usage, -1)
         if not pod.node:
-            _minus(self._unbound, node, pod.usage)
+            _shift(self._unbound, node, pod.usage, -1)
         if node in self._free:
-            _plus(self._free, node, pod.usage)
+            _shift(self._free, node, pod.usage, 1)
         if pod.ports:
             self._ports[node].subtract(pod.ports)
             self._port_sets.pop(node, None)
@@ -269,21 +269,11 @@ class ClusterState:
         return self._charged_at.get(uid, "")
 
 
-def _plus(table: dict[str, Resources], node: str, usage: Resources) -> None:
-    """table[node] += usage, in place: one pod event must not copy the node's totals."""
-    totals = table.get(node)
-    if totals is None:
-        totals = table[node] = {}
+def _shift(table: dict[str, Resources], node: str, usage: Resources, sign: int) -> None:
+    """table[node] += usage (sign 1) or -= usage (sign -1), in place: one pod event must not copy the node's totals."""
+    totals = table.setdefault(node, {})
     for name, value in usage.items():
-        totals[name] = totals.get(name, _ZERO) + value
-
-
-def _minus(table: dict[str, Resources], node: str, usage: Resources) -> None:
-    totals = table.get(node)
-    if totals is None:
-        totals = table[node] = {}
-    for name, value in usage.items():
-        totals[name] = totals.get(name, _ZERO) - value
+        totals[name] = totals.get(name, _ZERO) + (value if sign > 0 else -value)
 
 
 def _live_ports(counts: Mapping[str, Counter[HostPort]], cache: dict[str, frozenset[HostPort]],
