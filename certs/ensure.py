@@ -470,9 +470,10 @@ def ensure(api_client: Any, target: Target, policy: Policy, *, now: datetime.dat
     now = now or datetime.datetime.now(datetime.UTC)
     api, result = _Api(api_client, timeout), Result()
     repaired: set[str] = set()  # bundles this call had to put into configurations, across restarted passes
+    written: list[str] = []  # actions of passes whose Secret write landed: a restarted pass does not undo them
     for attempt in range(_MAX_PASSES):
         result.passes = attempt + 1
-        result.actions, result.patched, result.missing, result.secret_written = [], [], [], False
+        result.actions, result.patched, result.missing = list(written), [], []
         if attempt:
             time.sleep(random.uniform(0.005, 0.05) * attempt)  # de-synchronise replicas that keep colliding
         try:
@@ -481,14 +482,16 @@ def ensure(api_client: Any, target: Target, policy: Policy, *, now: datetime.dat
                 _check_ours(secret, target)
             material = _Material.from_secret(secret or {})
             before = (dict(material.data), dict(material.annotations))
-            result.actions, result.phase = plan(material, target, policy, now)
+            actions, result.phase = plan(material, target, policy, now)
             if secret is None:
                 secret = api.call("POST", api.secret_path(target, name=False), _secret_body(target, material, None))
-                result.actions.insert(0, "Secret created")
+                actions.insert(0, "Secret created")
                 result.secret_written = True
             elif (material.data, material.annotations) != before:
                 secret = api.call("PUT", api.secret_path(target), _secret_body(target, material, secret))
                 result.secret_written = True
+            written.extend(actions)
+            result.actions = list(written)
             assert secret is not None
             bundle_b64 = base64.b64encode(material.data[CA_BUNDLE]).decode("ascii")
             if _sync_configs(api, target, bundle_b64, secret["metadata"]["resourceVersion"], result):

@@ -379,6 +379,31 @@ def _race(cluster: LocalCluster, target: ens.Target, runners: int, now: datetime
     return results
 
 
+def test_a_restarted_pass_still_reports_the_secret_it_created(cluster, kube, raw) -> None:
+    """Replica A creates the Secret; B completes a pass (patches the configurations, restamps the
+    Secret) between A's read of a configuration and A's re-read of the Secret. A's pass restarts on
+    the moved Secret, and its result must still say that A created it: the creation happened."""
+    target = new_target(kube)
+    first = new_api_client(cluster.kubeconfig, pool_size=2, retries=0)
+    call_api, seen, other = first.call_api, [], []
+
+    def interleaved(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        response = call_api(method, url, *args, **kwargs)
+        seen.append(method)
+        if method == "GET" and "/mutatingwebhookconfigurations/" in url and "POST" in seen and not other:
+            other.append(ens.ensure(raw, target, POLICY))
+        return response
+
+    first.call_api = interleaved
+    try:
+        result = ens.ensure(first, target, POLICY)
+    finally:
+        first.close()
+    assert other and other[0].actions == [] and other[0].patched == ["mutating", "validating"]
+    assert result.passes == 2 and result.actions[0] == "Secret created" and result.secret_written
+    assert_consistent(kube, target)
+
+
 @pytest.mark.parametrize("runners", [2, 4])
 def test_concurrent_ensure_ends_with_one_consistent_secret_and_bundle(cluster, kube, raw, runners) -> None:
     for _ in range(3):
