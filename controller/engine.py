@@ -11,7 +11,7 @@ promised the same capacity. The order of work in a pass:
 3. Waiting gangs by priority, then age, then name: release when the whole gang (present
    members and the expected later ones) has a witness plan. A gang that has waited past the
    starvation threshold gets a shadow plan over capacity that will free up; lower-ranked gangs
-   may then only use what that plan leaves.
+   may then only use what that plan leaves, and what they took there keeps counting until it ends.
 
 The engine never talks to the API: the controller (``controller.run``) and ``kubenexus simulate``
 feed it the same state, so what simulate prints is what the controller does.
@@ -145,6 +145,10 @@ class Engine:
         self._fits_somewhere: set[tuple] = set()  # gang shapes proven able to fit on an otherwise empty cluster
         self._slots: dict[GangKey, tuple[str, ...]] = {}  # reserved nodes decided in memory
         self._shadows: dict[GangKey, dict[str, str]] = {}
+        # Per node, per pod uid: lower-ranked pods released into a shadow plan's slack there. They count
+        # against that slack while they are charged to the node, reserved or bound; a restart forgets them,
+        # and they then count as work that will finish (the shadow plan stays feasible, backfill waits).
+        self._backfill: dict[str, dict[str, Resources]] = {}
         self._gangs: dict[GangKey, tuple[int, _Gang]] = {}  # per gang, as of its members' last change
         self._not_yet: dict[GangKey, tuple[tuple, PlanResult, list[PodView]]] = {}
         self._held_seen: dict[GangKey, dict[str, Resources]] = {}
@@ -293,13 +297,16 @@ class Engine:
 
     def _future(self, names: Sequence[str], claims: Mapping[str, Resources],
                 held: Mapping[GangKey, Mapping[str, Resources]]) -> dict[str, Resources]:
-        """Capacity that will be there once running workloads finish, minus what is promised already."""
+        """Capacity that will be there once running workloads finish (bound or only released), minus what
+        is promised already: room held for gangs, higher-ranked shadow plans, backfill into their slack."""
         future = {}
         for name in names:
             node = self.state.nodes.get(name)
             if node is None:
                 continue
-            room = subtract(subtract(node.allocatable, self.state.permanent(name)), self.state.unbound(name))
+            room = subtract(node.allocatable, self.state.permanent(name))
+            for usage in self._backfill.get(name, {}).values():
+                room = subtract(room, usage)
             for per_node in held.values():
                 if name in per_node:
                     room = subtract(room, per_node[name])
@@ -324,12 +331,16 @@ class Engine:
                          key=lambda g: (-g.priority, g.oldest, g.key[0], g.key[1]))
         for gang in released:
             decisions.append(self._running(gang, held, now, releases))
+        self._backfill = {node: kept for node, pods in self._backfill.items()
+                          if (kept := {uid: u for uid, u in pods.items() if self.state.charged_node(uid) == node})}
         claims: dict[str, Resources] = {}
         for gang in waiting:
             decision = self._waiting(gang, held, claims, now, releases)
             decisions.append(decision)
         for key in [k for k in self._shadows if k not in {g.key for g in waiting}]:
             del self._shadows[key]
+        if not self._shadows:
+            self._backfill.clear()
         self.rooms.prune()
         return Cycle(decisions, releases)
 
@@ -497,6 +508,8 @@ class Engine:
                     per_node[node] = add(per_node.get(node, {}), member.usage)
             for pod in chosen:
                 self._release(pod, found.placement[pod.name], releases, reserved)
+                if found.placement[pod.name] in claims:
+                    self._backfill.setdefault(found.placement[pod.name], {})[pod.uid] = pod.usage
             result.decision = RELEASE
             result.plan = dict(found.placement)
             result.released = [p.name for p in chosen]

@@ -1,0 +1,113 @@
+"""Backfill around a starving gang, over several passes of the controller's engine.
+
+A gang that has waited past the starvation threshold holds a shadow plan over capacity that will
+free up; lower-ranked gangs may only use what that plan leaves (its slack). ``simulate`` shows one
+pass; these tests follow the state through binds and finishing pods, as the controller sees them,
+and check that backfill never adds up to more than the slack, whether its pods are still reserved
+or already bound.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from controller.engine import RELEASE, WAIT, Engine
+from controller.state import ClusterState
+from gang.config import Config
+from tests.contract import GROUP, MIN, OWNER_UID
+from tests.test_controller_state import node, pod
+
+T0 = datetime.datetime(2026, 11, 22, 10, 0, tzinfo=datetime.UTC)
+NOW = (T0 + datetime.timedelta(minutes=10)).timestamp()  # llm has waited 600 s, past the 300 s default
+
+
+def member(name: str, cpu: str, group: str, size: int, minute: int, **kw: Any) -> dict[str, Any]:
+    obj = pod(name, cpu, **kw)
+    meta = obj["metadata"]
+    meta["labels"] = {GROUP: group, MIN: str(size)}
+    meta["annotations"] = {OWNER_UID: f"root-{group}"}
+    meta["creationTimestamp"] = (T0 + datetime.timedelta(minutes=minute)).isoformat().replace("+00:00", "Z")
+    if "node_name" not in kw:
+        obj["spec"]["nodeSelector"] = {"pool": "train"}
+    return obj
+
+
+def train_node(name: str) -> dict[str, Any]:
+    obj = node(name, cpu="8", pods="110")
+    obj["metadata"]["labels"]["pool"] = "train"
+    return obj
+
+
+def decisions(engine: Engine) -> dict[str, Any]:
+    return {d.name: d for d in engine.cycle(NOW).gangs}
+
+
+def bind(state: ClusterState, name: str, cpu: str, group: str, size: int, minute: int, where: str) -> None:
+    """What the watch delivers once the scheduler has bound a released member."""
+    state.upsert_pod(member(name, cpu, group, size, minute, node_name=where, phase="Running"), NOW)
+
+
+def test_bound_backfill_still_counts_against_the_slack() -> None:
+    # Two 8-cpu train nodes, each running a 6-cpu ETL pod that will finish. llm (2 x 6 cpu, oldest) starves:
+    # its shadow plan takes 6 of 8 on each node, leaving 8 - 6 = 2 cpu of slack per node for later gangs.
+    state = ClusterState()
+    for name in ("a", "b"):
+        state.upsert_node(train_node(name))
+        state.upsert_pod(pod(f"etl-{name}", "6", node_name=name, phase="Running", gang=False), NOW)
+    engine = Engine(state, Config())
+    for i in range(2):
+        state.upsert_pod(member(f"llm-{i}", "6", "llm", 2, 0, gated=True), NOW)
+    state.upsert_pod(member("x1-0", "2", "x1", 1, 1, gated=True), NOW)
+    state.upsert_pod(member("x2-0", "2", "x2", 1, 2, gated=True), NOW)
+
+    first = decisions(engine)
+    assert first["llm"].decision == WAIT and "capacity is held for it on 2 node(s)" in first["llm"].reason
+    # Free now: 8 - 6 = 2 per node, within the slack: one small gang per node.
+    assert first["x1"].decision == first["x2"].decision == RELEASE
+    assert {first["x1"].plan["x1-0"], first["x2"].plan["x2-0"]} == {"a", "b"}
+    x1_node = first["x1"].plan["x1-0"]
+    other = "b" if x1_node == "a" else "a"
+
+    # Both bind; the ETL pod next to x1 finishes: that node has 8 - 2 = 6 free, the other 8 - 6 - 2 = 0.
+    bind(state, "x1-0", "2", "x1", 1, 1, x1_node)
+    bind(state, "x2-0", "2", "x2", 1, 2, other)
+    state.delete_pod(f"uid-etl-{x1_node}", NOW)
+    state.upsert_pod(member("x3-0", "2", "x3", 1, 3, gated=True), NOW)
+    second = decisions(engine)
+    assert second["llm"].decision == WAIT and "capacity is held for it on 2 node(s)" in second["llm"].reason
+    # x3 fits the free 6 cpu, but bound x1 already uses the whole 2 cpu of slack there: 8 - 6 - 2 = 0.
+    assert second["x3"].decision == WAIT, second["x3"].plan
+
+    # The other ETL pod finishes: 8 - 2 = 6 free on each node, llm goes whole.
+    state.delete_pod(f"uid-etl-{other}", NOW)
+    third = decisions(engine)
+    assert third["llm"].decision == RELEASE and sorted(third["llm"].plan.values()) == ["a", "b"]
+    assert third["x3"].decision == WAIT
+
+
+def test_a_gang_released_ahead_of_a_starving_one_in_the_same_pass_does_not_erase_its_shadow_plan() -> None:
+    # hi (priority 100) and llm (priority 0, starving) both want the train nodes. hi fits now and goes first in the
+    # pass; its members are then reserved but not bound. They will finish like any running pod, so llm's shadow plan
+    # over capacity that will free up still exists, in the same pass and in the next, after they bind.
+    state = ClusterState()
+    for name in ("a", "b"):
+        state.upsert_node(train_node(name))
+    engine = Engine(state, Config())
+    for i in range(2):
+        state.upsert_pod(member(f"llm-{i}", "6", "llm", 2, 0, gated=True), NOW)
+    hi = [member(f"hi-{i}", "4", "hi", 2, 5, gated=True) for i in range(2)]
+    for obj in hi:
+        obj["spec"]["priority"] = 100
+        state.upsert_pod(obj, NOW)
+    state.upsert_pod(member("x-0", "2", "x", 1, 6, gated=True), NOW)
+    first = decisions(engine)
+    assert first["hi"].decision == RELEASE
+    # llm is ranked first among the waiting by priority 0 = 0 and age, but after hi (priority 100).
+    assert first["llm"].decision == WAIT and "capacity is held for it on 2 node(s)" in first["llm"].reason
+    # The slack llm leaves is 8 - 6 = 2 per node, and hi holds 4 of the 8 - 4 = 4 free now: x fits there.
+    assert first["x"].decision == RELEASE
+    for name, where in first["hi"].plan.items():
+        bind(state, name, "4", "hi", 2, 5, where)
+    second = decisions(engine)
+    assert second["llm"].decision == WAIT and "capacity is held for it on 2 node(s)" in second["llm"].reason
