@@ -7,11 +7,13 @@ promised the same capacity. The order of work in a pass:
 1. Releases already under way (a crash or a lost leadership can leave a gang half released):
    their remaining first-stage members go first, since a release is never rolled back.
 2. Gangs that run: late members go into the slots reserved for them, replacements into the
-   room their failed predecessor left, extra members wherever they fit.
+   room their failed predecessor left.
 3. Waiting gangs by priority, then age, then name: release when the whole gang (present
    members and the expected later ones) has a witness plan. A gang that has waited past the
    starvation threshold gets a shadow plan over capacity that will free up; lower-ranked gangs
    may then only use what that plan leaves, and what they took there keeps counting until it ends.
+4. Extra members of running gangs (beyond min-available), one by one wherever they fit: after
+   every whole gang, and within what shadow plans leave, like any backfill.
 
 The engine never talks to the API: the controller (``controller.run``) and ``kubenexus simulate``
 feed it the same state, so what simulate prints is what the controller does.
@@ -329,14 +331,19 @@ class Engine:
         released = [g for g in gangs if self._started(g)]
         waiting = sorted((g for g in gangs if not self._started(g)),
                          key=lambda g: (-g.priority, g.oldest, g.key[0], g.key[1]))
+        extras: list[tuple[_Gang, GangDecision, PodView]] = []
         for gang in released:
-            decisions.append(self._running(gang, held, now, releases))
+            decision, more = self._running(gang, held, now, releases)
+            decisions.append(decision)
+            extras.extend((gang, decision, pod) for pod in more)
         self._backfill = {node: kept for node, pods in self._backfill.items()
                           if (kept := {uid: u for uid, u in pods.items() if self.state.charged_node(uid) == node})}
         claims: dict[str, Resources] = {}
         for gang in waiting:
             decision = self._waiting(gang, held, claims, now, releases)
             decisions.append(decision)
+        for gang, decision, pod in extras:
+            self._extra(gang, decision, pod, held, claims, releases)
         for key in [k for k in self._shadows if k not in {g.key for g in waiting}]:
             del self._shadows[key]
         if not self._shadows:
@@ -368,21 +375,25 @@ class Engine:
         return GangDecision(gang.key, gang.owner, decision, reason, waited=max(now - gang.oldest, 0.0),
                             present=len(live), size=gang.min_available)
 
+    def _released(self, result: GangDecision, pod: PodView, node: str, reason: str, releases: list[Release]) -> None:
+        """One member of a running gang released on its own."""
+        self._release(pod, node, releases)
+        result.released.append(pod.name)
+        result.plan[pod.name] = node
+        result.decision, result.reason = RELEASE, reason
+
     def _running(self, gang: _Gang, held: dict[GangKey, dict[str, Resources]], now: float,
-                 releases: list[Release]) -> GangDecision:
+                 releases: list[Release]) -> tuple[GangDecision, list[PodView]]:
         """Late members into their slots and replacements into their predecessors' room; then finish a
-        release under way (a crash can leave one half done); then extra members one by one where they fit."""
+        release under way (a crash can leave one half done). Returns the extra members still gated."""
         result = self._base(gang, now, RUNNING, "released")
         gated = sorted((p for p in gang.live if p.gated and p.uid not in self.state.pending),
                        key=lambda p: (p.created, p.name))
         if not gated:  # the usual case: every member released; nothing to decide
-            return result
+            return result, []
 
         def release(pod: PodView, node: str, reason: str) -> None:
-            self._release(pod, node, releases)
-            result.released.append(pod.name)
-            result.plan[pod.name] = node
-            result.decision, result.reason = RELEASE, reason
+            self._released(result, pod, node, reason, releases)
 
         slots = self.open_slots(gang)
         waiting = []
@@ -403,14 +414,19 @@ class Engine:
                 release(pod, found.placement[pod.name] if found.placement else "",
                         "completing a release started earlier" +
                         ("" if found.fits else f" without a plan ({found.shortfall})"))
-        for pod in waiting:
-            if pod in finishing:
-                continue
-            member = self._member(pod, gang)
-            found = plan([member], self._nodes([member], gang, held, None))
-            if found.placement:
-                release(pod, found.placement[pod.name], "member(s) of a running gang released where they fit")
-        return result
+        return result, [p for p in waiting if p not in finishing]
+
+    def _extra(self, gang: _Gang, result: GangDecision, pod: PodView, held: dict[GangKey, dict[str, Resources]],
+               claims: dict[str, Resources], releases: list[Release]) -> None:
+        """An extra member of a running gang where it fits now, within what shadow plans leave (as backfill)."""
+        member = self._member(pod, gang)
+        limits = self._limits(gang, held, claims) if claims else None
+        found = plan([member], self._nodes([member], gang, held, limits))
+        if found.placement:
+            node = found.placement[pod.name]
+            self._released(result, pod, node, "member(s) of a running gang released where they fit", releases)
+            if node in claims:
+                self._backfill.setdefault(node, {})[pod.uid] = pod.usage
 
     def _into_room(self, pod: PodView, gang: _Gang, slots: list[tuple[str, Expected]],
                    held: dict[GangKey, dict[str, Resources]], now: float) -> str:

@@ -111,3 +111,59 @@ def test_a_gang_released_ahead_of_a_starving_one_in_the_same_pass_does_not_erase
         bind(state, name, "4", "hi", 2, 5, where)
     second = decisions(engine)
     assert second["llm"].decision == WAIT and "capacity is held for it on 2 node(s)" in second["llm"].reason
+
+
+def running_gang(state: ClusterState, where: str, extra_cpu: str) -> None:
+    """el: min-available 2, both bound to ``where`` (2 cpu each); el-2 is a third, extra member, still gated."""
+    for i in range(2):
+        bind(state, f"el-{i}", "2", "el", 2, 0, where)
+    state.upsert_pod(member("el-2", extra_cpu, "el", 2, 4, gated=True), NOW)
+
+
+def test_an_extra_member_of_a_running_gang_goes_where_it_fits() -> None:
+    state = ClusterState()
+    for name in ("a", "b"):
+        state.upsert_node(train_node(name))
+    state.upsert_pod(pod("etl-b", "7", node_name="b", phase="Running", gang=False), NOW)
+    engine = Engine(state, Config())
+    running_gang(state, "a", "3")
+    got = decisions(engine)["el"]
+    # a: 8 - 2 - 2 = 4 >= 3; b: 8 - 7 = 1 < 3.
+    assert got.decision == RELEASE and got.plan == {"el-2": "a"} and got.released == ["el-2"]
+    assert decisions(engine)["el"].decision != RELEASE, "released once; the next pass sees it reserved"
+
+
+def test_a_whole_waiting_gang_goes_before_an_extra_member() -> None:
+    # One node with 8 - 2 - 2 = 4 cpu free. The extra el-2 (2 cpu) is optional; w (2 x 2 cpu) needs all 4.
+    state = ClusterState()
+    state.upsert_node(train_node("a"))
+    engine = Engine(state, Config())
+    running_gang(state, "a", "2")
+    for i in range(2):
+        state.upsert_pod(member(f"w-{i}", "2", "w", 2, 5, gated=True), NOW)
+    got = decisions(engine)
+    assert got["w"].decision == RELEASE and got["w"].plan == {"w-0": "a", "w-1": "a"}
+    assert got["el"].released == [] and state.free("a")["cpu"] == 0
+
+
+def test_an_extra_member_stays_out_of_a_starving_gangs_room() -> None:
+    # llm (2 x 7 cpu) starves for the two train nodes: its slack is 8 - 7 = 1 cpu per node. el runs on a (4 of
+    # 8 cpu), so a has 4 free now; b runs a 7-cpu ETL pod, 1 free.
+    state = ClusterState()
+    for name in ("a", "b"):
+        state.upsert_node(train_node(name))
+    state.upsert_pod(pod("etl-b", "7", node_name="b", phase="Running", gang=False), NOW)
+    engine = Engine(state, Config())
+    for i in range(2):
+        state.upsert_pod(member(f"llm-{i}", "7", "llm", 2, 0, gated=True), NOW)
+    running_gang(state, "a", "2")
+    got = decisions(engine)
+    assert got["llm"].decision == WAIT and "capacity is held for it on 2 node(s)" in got["llm"].reason
+    assert got["el"].released == [], "el-2 (2 cpu) fits a's 4 free cpu, not its 1 cpu of slack"
+    # 1-cpu extras fit the slack: one on a (then a's slack is spent), one on b (min(1 free, 1 slack)), then none.
+    state.upsert_pod(member("el-3", "1", "el", 2, 5, gated=True), NOW)
+    assert decisions(engine)["el"].plan == {"el-3": "a"}
+    state.upsert_pod(member("el-4", "1", "el", 2, 6, gated=True), NOW)
+    assert decisions(engine)["el"].plan == {"el-4": "b"}
+    state.upsert_pod(member("el-5", "1", "el", 2, 7, gated=True), NOW)
+    assert decisions(engine)["el"].released == []
