@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from controller.capacity import add, subtract
-from controller.members import Expected, GangKey, PodView
+from controller.members import Expected, GangKey, NodeView, PodView
 from controller.planner import (
     Member,
     NodeFree,
@@ -38,7 +38,7 @@ from controller.planner import (
     slots_text,
     too_big_text,
 )
-from controller.predicates import HostPort, feasible_nodes, gang_member_port
+from controller.predicates import HostPort, feasible_nodes, gang_member_port, names_nodes
 from controller.rooms import RoomIndex, Rooms, Shape, prefix, shape_of
 from controller.state import ClusterState
 from gang import keys
@@ -143,6 +143,7 @@ class Engine:
         self.roots = roots or (lambda pod: {})
         self._feasible: dict[str, frozenset[str]] = {}
         self._feasible_version = -1
+        self._kinds: dict[str, list[NodeView]] = {}  # nodes by kind, as of _feasible_version
         self._never: dict[tuple, str | None] = {}
         self._fits_somewhere: set[tuple] = set()  # gang shapes proven able to fit on an otherwise empty cluster
         self._slots: dict[GangKey, tuple[str, ...]] = {}  # reserved nodes decided in memory
@@ -160,14 +161,26 @@ class Engine:
     # --- static feasibility, cached per placement shape ----------------------------------------
 
     def feasible(self, key: str, spec: Mapping, usage: Mapping[str, Decimal]) -> frozenset[str]:
+        """The nodes that pass every static predicate for members of this placement key; evaluated once
+        per node kind (nodes that differ only in name), node by node only when the pod names nodes."""
         if self._feasible_version != self.state.shape_version:
             self._feasible.clear()
+            self._kinds.clear()
             self._feasible_version = self.state.shape_version
         nodes = self._feasible.get(key)
         if nodes is None:
             requests = {r: v for r, v in usage.items() if r != "pods"}
-            views = self.state.nodes.values()
+            if names_nodes(spec):
+                views = list(self.state.nodes.values())
+            else:
+                if not self._kinds:
+                    for view in self.state.nodes.values():
+                        self._kinds.setdefault(view.kind, []).append(view)
+                views = [same[0] for same in self._kinds.values()]
             names, _ = feasible_nodes(spec, [n.obj for n in views], requests, {n.name: n.allocatable for n in views})
+            if len(views) < len(self.state.nodes):
+                passed = set(names)
+                names = [view.name for same in self._kinds.values() if same[0].name in passed for view in same]
             found = frozenset(names)
             # One object per distinct set: sets of frozensets then compare by identity, not element by element.
             nodes = self._feasible[key] = next((s for s in self._feasible.values() if s == found), found)

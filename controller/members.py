@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 
 from controller.capacity import allocatable, is_terminal, requests_of, with_pod_slot
-from controller.predicates import HostPort, certifiability, host_ports, one_member_per_node
+from controller.predicates import HOSTNAME_LABEL, HostPort, certifiability, host_ports, one_member_per_node
 from gang import keys
 from gang.resources import Resources
 
@@ -255,6 +255,7 @@ class NodeView:
     obj: Obj
     allocatable: Resources
     shape: str  # changes exactly when static feasibility may change
+    kind: str  # the shape without name and hostname label: equal kinds pass the name-blind predicates alike
 
 
 def node_view(node: Obj) -> NodeView:
@@ -269,6 +270,9 @@ def node_view(node: Obj) -> NodeView:
                    "allocatable": status.get("allocatable") or {}},
     }
     alloc = allocatable(node)
-    shape = _canonical([slim["metadata"], slim["spec"], slim["status"]["conditions"],
-                        sorted(name for name, value in alloc.items() if value > 0)])
-    return NodeView(name=str(meta.get("name") or ""), obj=slim, allocatable=alloc, shape=shape)
+    labels = dict(slim["metadata"]["labels"])
+    hostname = labels.pop(HOSTNAME_LABEL, None)
+    kind = _canonical([labels, slim["spec"], slim["status"]["conditions"],
+                       sorted(name for name, value in alloc.items() if value > 0)])
+    name = str(meta.get("name") or "")
+    return NodeView(name=name, obj=slim, allocatable=alloc, shape=_canonical([name, hostname]) + kind, kind=kind)

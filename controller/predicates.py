@@ -240,6 +240,13 @@ class _Placement:
         parsed = (_parse_term(term) for term in required.get("nodeSelectorTerms") or [])
         return cls(selector, tuple(term for term in parsed if term is not None))
 
+    @property
+    def names_nodes(self) -> bool:
+        """Whether it reads a node's name or hostname label: only then can two nodes of one kind differ."""
+        return any(key == HOSTNAME_LABEL for key, _ in self.selector) or any(
+            term.fields or any(requirement[0] == HOSTNAME_LABEL for requirement in term.labels)
+            for term in self.terms or ())
+
     def check(self, node: Obj) -> str | None:
         metadata = node.get("metadata") or {}
         labels = metadata.get("labels") or {}
@@ -251,6 +258,12 @@ class _Placement:
             if not any(_term_matches(term, labels, name) for term in self.terms):
                 return AFFINITY_MISMATCH
         return None
+
+
+def names_nodes(pod_spec: Obj) -> bool:
+    """Whether the pod's selector or required affinity may tell apart nodes that differ only in name and
+    hostname label; if not, every static predicate gives the same answer for all nodes of one kind."""
+    return _Placement.of(pod_spec).names_nodes
 
 
 def matches_selector_and_affinity(pod_spec: Obj, node: Obj) -> str | None:

@@ -163,3 +163,44 @@ def test_a_binding_member_gives_up_its_reservation_and_the_gang_view_is_rebuilt(
     assert decision(engine, "duo") == RUNNING, "the other member is released already: nothing to do"
     gates = [p.gates for p in state.members(("ml", "duo", "root-duo"))]
     assert tuple(sorted(gates)) == ((), (GATE,))
+
+
+def test_feasibility_by_node_kind_is_feasibility_node_by_node() -> None:
+    """The engine evaluates the static predicates once per node kind (nodes alike but for name and hostname
+    label) unless a pod names nodes; either way the answer must be feasible_nodes over every node."""
+    from controller.predicates import feasible_nodes
+    from tests.test_controller_predicates import GPU, expr, required
+    from tests.test_controller_predicates import node as full_node
+
+    rng = random.Random(3)
+    state = ClusterState()
+    for i in range(80):
+        obj = full_node(f"n{i:02d}", labels={k: v for k, v in (("pool", rng.choice(["a", "b", None])),
+                                                               ("zone", rng.choice(["1", "2"]))) if v},
+                        taints=rng.choice([[], [GPU]]), unschedulable=rng.random() < 0.1,
+                        ready=rng.choice(["True", "True", "True", "False"]),
+                        allocatable=rng.choice([None, {"cpu": "8", "pods": "110", "nvidia.com/gpu": "2"}]))
+        if rng.random() < 0.9:  # most nodes carry their hostname label, some under another name, some none
+            obj["metadata"]["labels"]["kubernetes.io/hostname"] = obj["metadata"]["name"] if i % 7 else f"h{i}"
+        state.upsert_node(obj)
+    engine = Engine(state, Config())
+    specs = [
+        {},
+        {"nodeSelector": {"pool": "a"}, "tolerations": [{"key": "gpu", "operator": "Exists"}]},
+        {"nodeSelector": {"kubernetes.io/hostname": "n05"}},
+        {"nodeSelector": {"kubernetes.io/hostname": "h14"}},
+        required({"matchExpressions": [expr("kubernetes.io/hostname", "NotIn", "n01", "n02")]}),
+        required({"matchExpressions": [expr("kubernetes.io/hostname", "DoesNotExist")]},
+                 {"matchExpressions": [expr("zone", "In", "2")]}),
+        {"tolerations": [{"operator": "Exists"}], **required({"matchFields": [expr("metadata.name", "In", "n09")]})},
+        {**required({"matchExpressions": [expr("pool", "In", "b")]}),
+         "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+         "tolerations": [{"key": "gpu", "operator": "Exists"}]},
+    ]
+    kinds = {view.kind for view in state.nodes.values()}
+    assert len(kinds) < len(state.nodes) * 3 / 4, "the nodes above must share kinds, or this tests nothing"
+    for i, spec in enumerate(specs):
+        usage = {"cpu": D(1), "pods": D(1)} | ({"nvidia.com/gpu": D(1)} if "containers" in spec else {})
+        objects = [view.obj for view in state.nodes.values()]
+        expected, _ = feasible_nodes(spec, objects, {r: v for r, v in usage.items() if r != "pods"})
+        assert engine.feasible(f"key-{i}", spec, usage) == frozenset(expected), spec
