@@ -33,6 +33,7 @@ from controller.planner import (
     NodeFree,
     PlanResult,
     check_placement,
+    limiting,
     never_fits,
     plan,
     slots_text,
@@ -304,7 +305,8 @@ class Engine:
             most = {resource: index.most(resource) for resource in index.usage}
             reason = too_big_text(group[0].name, index.usage, len(index.nodes), most, "free")
         else:
-            reason = slots_text(len(group), group[0].name, index.usage, len(index.nodes), slots[index])
+            limit = limiting(index.usage, map(self.state.free, index.nodes), slots[index])
+            reason = slots_text(len(group), group[0].name, index.usage, len(index.nodes), slots[index], (), limit)
         placed = sum(min(slots[i], len(g)) for i, g in demand.items())
         if len(demand) == 1:  # one class: first-fit places exactly that many
             return PlanResult(None, placed, f"{reason}; the largest placement found holds {placed} of {total} members")

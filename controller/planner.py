@@ -632,9 +632,24 @@ def too_big_text(name: str, requests: Mapping[str, Decimal], eligible: int, most
 
 
 def slots_text(count: int, name: str, requests: Mapping[str, Decimal], eligible: int, slots: int,
-               ports: Iterable[Port] = ()) -> str:
-    return (f"{count} members like {name} need {needs_text(requests, (), ports)} each; "
+               ports: Iterable[Port] = (), limit: str = "", word: str = "free") -> str:
+    """``limit``: the resource that alone allows no more (see ``limiting``), named so that users see, say, that
+    the nodes' pod limits and not their cpu run out."""
+    text = (f"{count} members like {name} need {needs_text(requests, (), ports)} each; "
             f"their {eligible} eligible nodes have room for only {slots}")
+    if limit == PODS:
+        return f"{text} (the nodes' pod limits allow no more)"
+    return f"{text} ({word} {limit} alone allows no more)" if limit else text
+
+
+def limiting(requests: Mapping[str, Decimal | int], frees: Iterable[Mapping[str, Decimal | int]], slots: int) -> str:
+    """The requested resource whose amounts on these nodes alone hold no more than ``slots`` members, or ""
+    when none does on its own (then resources together, or host ports, are what fall short)."""
+    alone = dict.fromkeys(sorted(r for r, q in requests.items() if q > 0), 0)
+    for free in frees:
+        for resource in alone:
+            alone[resource] += max(int(free.get(resource, 0) // requests[resource]), 0)
+    return next((resource for resource, count in alone.items() if count <= slots), "")
 
 
 def _explain(problem: _Problem, pack: _Packing, word: str) -> str | None:
@@ -652,7 +667,10 @@ def _explain(problem: _Problem, pack: _Packing, word: str) -> str | None:
         return clique
     for c, cls in enumerate(problem.classes):
         if pack.slots[c] < cls.count:
-            return slots_text(cls.count, cls.names[0], cls.requests, len(cls.eligible), pack.slots[c], cls.ports)
+            requests = {problem.resources[r]: units for r, units in cls.need}
+            frees = ({problem.resources[r]: pack.free[n][r] for r, _ in cls.need} for n in cls.eligible)
+            return slots_text(cls.count, cls.names[0], cls.requests, len(cls.eligible), pack.slots[c], cls.ports,
+                              limiting(requests, frees, pack.slots[c]), word)
     for r, resource in enumerate(problem.resources):
         if pack.demand[r] > pack.usable_free[r]:
             return (f"the gang needs {_fmt(problem.value(r, pack.demand[r]), resource)} on nodes matching its "

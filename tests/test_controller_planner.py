@@ -19,6 +19,7 @@ from controller.planner import (
     NodeFree,
     PlanResult,
     check_placement,
+    limiting,
     member_requests,
     never_fits,
     plan,
@@ -170,8 +171,10 @@ def test_gpu_bound_gang():
     gang.append(member("worker-4", 8, everywhere, gpu=2))
     result = plan(gang, nodes)
     assert result.placement is None and result.placed_max == 5
+    # cpu alone would take 64 // 8 + 2 * (32 // 8) = 16 workers; GPUs alone 2 * (4 // 2) = 4: they are what runs out.
     assert result.shortfall == ("5 members like worker-0 need 8 cpu, 2 nvidia.com/gpu each; their 3 eligible nodes "
-                                "have room for only 4; the largest placement found holds 5 of 6 members")
+                                "have room for only 4 (free nvidia.com/gpu alone allows no more); the largest "
+                                "placement found holds 5 of 6 members")
     assert never_fits(gang, nodes) is not None
     # A GPU gang on a cluster without GPUs never fits, whatever else is free.
     assert never_fits(workers, [node("cpu-1", 64), node("cpu-2", 64)]) == (
@@ -187,10 +190,24 @@ def test_pod_slots_are_a_resource():
     four = [*three, member("m-3", 1, "AB")]
     result = plan(four, nodes)
     assert result.placement is None and result.placed_max == 3
-    assert "room for only 3" in result.shortfall
+    assert "room for only 3 (the nodes' pod limits allow no more)" in result.shortfall
     # A node that reports no pod slots at all holds nothing.
     result = plan(three, [NodeFree("A", {"cpu": Decimal(64)}, set())])
     assert result.placement is None and "the most free is 0 pod slots" in result.shortfall
+
+
+def test_the_resource_that_runs_out_is_named_only_when_it_alone_explains_the_shortfall():
+    member = {"cpu": 2, "memory": 2, "pods": 1}
+    # A: cpu for 2, memory for 1; B: cpu for 1, memory for 2. Together 1 + 1 = 2 members; cpu alone 3, memory 3.
+    mixed = [{"cpu": 4, "memory": 2, "pods": 10}, {"cpu": 2, "memory": 4, "pods": 10}]
+    assert limiting(member, mixed, 2) == ""
+    # Memory alone: 1 + 1 = 2 members, cpu alone 2 + 2 = 4.
+    assert limiting(member, [{"cpu": 4, "memory": 3, "pods": 10}] * 2, 2) == "memory"
+    # Pod slots: 1 + 0; cpu alone 20 + 20.
+    assert limiting(member, [{"cpu": 40, "memory": 40, "pods": 1}, {"cpu": 40, "memory": 40, "pods": 0}], 1) == "pods"
+    # An overcommitted node (negative free) holds none, it does not owe: cpu alone is 2 + 0, not 2 - 2 <= 1.
+    assert limiting(member, [{"cpu": 4, "memory": 40, "pods": 1}, {"cpu": -4, "memory": 40, "pods": 9}], 1) == ""
+    assert limiting({"cpu": 0, "pods": 1}, [{"pods": 3}], 3) == "pods", "a zero request never limits"
 
 
 def test_host_ports():

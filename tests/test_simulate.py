@@ -173,7 +173,7 @@ def test_fragmentation_the_sum_says_yes_the_nodes_say_no():
     assert_held(gangs["bert"], "wait", "needs 3 cpu, 6Gi memory", "the most free is 2 cpu", "holds 0 of 2 members")
     # etl: 2000 // 1500 = 1 pod per node, 3 of 4.
     assert_held(gangs["etl"], "wait", "4 members like etl-0-7xk2p need 1500m cpu, 2Gi memory each",
-                "their 3 eligible nodes have room for only 3", "holds 3 of 4 members")
+                "their 3 eligible nodes have room for only 3 (free cpu alone allows no more)", "holds 3 of 4 members")
     # shard: 3 x 2 cpu, exactly one per node (2000 // 2000 = 1).
     shard = members("fragmentation.yaml", "shard")
     assert_released(gangs["shard"], shard)
@@ -240,10 +240,12 @@ def test_pod_slots_are_a_resource():
     # Each edge node allows 4 pods and runs kube-proxy (DaemonSet: stays forever) and a gateway replica.
     free = {node: R(cpu=8000 - 100 - 250, mem=32 * GI - 64 - 256, pods=4 - 2) for node in ("edge-a", "edge-b")}
     # scan-huge: even with every workload gone, (4 - 1) * 2 = 6 slots < 7 pods.
-    assert_held(gangs["scan-huge"], "never-fits", "7 members like scan-huge-0-7xk2p", "room for only 6")
+    # The pod limit is what runs out, not cpu: (8000 - 100) // 100 = 79 members per node by cpu alone.
+    assert_held(gangs["scan-huge"], "never-fits", "7 members like scan-huge-0-7xk2p",
+                "room for only 6 (the nodes' pod limits allow no more)")
     # scan-big: 2 + 2 = 4 slots free now < 5 pods, yet 6 >= 5 once the gateways go: it waits.
-    assert_held(gangs["scan-big"], "wait", "5 members like scan-big-0-7xk2p", "room for only 4",
-                "holds 4 of 5 members")
+    assert_held(gangs["scan-big"], "wait", "5 members like scan-big-0-7xk2p",
+                "room for only 4 (the nodes' pod limits allow no more)", "holds 4 of 5 members")
     # scan: 4 pods in 2 + 2 slots.
     scan = members("pod-slots.yaml", "scan")
     assert_released(gangs["scan"], scan)
