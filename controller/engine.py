@@ -382,8 +382,10 @@ class Engine:
         return gang.started
 
     def _release(self, pod: PodView, node: str, releases: list[Release], reserved: tuple[str, ...] = ()) -> None:
+        """Reserve, then release; a member with constraints the plan could not check (best effort) is not
+        pinned: a pin onto a node its pod affinity or spread rules out would leave it unschedulable for good."""
         self.state.reserve(pod, node)
-        releases.append(Release(pod, node, reserved, self.config.pin_members))
+        releases.append(Release(pod, node, reserved, self.config.pin_members and not pod.uncertifiable))
 
     def _base(self, gang: _Gang, now: float, decision: str, reason: str) -> GangDecision:
         live = gang.live
@@ -546,6 +548,9 @@ class Engine:
             result.released = [p.name for p in chosen]
             nodes = len(set(found.placement.values()))
             result.reason = f"all {len(found.placement)} members fit on {nodes} node(s){expected_note}"
+            if reasons:
+                result.reason += (f"; best effort: members with {'; '.join(reasons)} are released unpinned, "
+                                  "for the scheduler to place")
             return result
         members = [self._member(p, gang) for p in chosen] + expected
         never = self._never_fits(gang, members)
