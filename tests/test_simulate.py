@@ -540,6 +540,10 @@ def test_constraints_the_controller_cannot_check_and_best_effort_roots():
         assert_released(gangs[job], pods)
         check_plan(gangs[job]["plan"], demand(pods, R(cpu=2000, mem=8 * GI)), free)
         plans.append(gangs[job]["plan"])
+    # The spread constraint was not planned: those members go unpinned, for the scheduler to place.
+    assert gangs["zonal-best-effort"]["reason"].endswith(
+        "best effort: members with topology spread constraints are released unpinned, for the scheduler to place")
+    assert "unpinned" not in gangs["soft"]["reason"]
     check_plan(merged(*plans), {p: R(cpu=2000, mem=8 * GI) for plan in plans for p in plan}, free)
 
 
