@@ -218,19 +218,31 @@ def _known_paths(data: Mapping[str, Any], prefix: str = "") -> list[str]:
 def load_config(path: str | None = None, env: Mapping[str, str] | None = None) -> Config:
     """Read the YAML file (if any), apply environment overrides, validate everything."""
     env = os.environ if env is None else env
-    data: Any = {}
-    if path:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                data = yaml.safe_load(handle)
-        except OSError as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
-        if data is None:  # an empty file
-            data = {}
-        if not isinstance(data, Mapping):
-            raise ConfigError(f"config file {path}: expected a mapping at the top level")
+    if not path:
+        return _config({}, env)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    return config_from_text(text, f"config file {path}", env)
+
+
+def config_from_text(text: str, source: str, env: Mapping[str, str] | None = None) -> Config:
+    """The configuration in ``text`` (YAML, as in the file or the installed ConfigMap), named ``source`` in errors;
+    no environment overrides unless ``env`` is given."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source} is not valid YAML: {exc}") from None
+    if data is None:  # empty
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: expected a mapping at the top level")
+    return _config(data, env or {})
+
+
+def _config(data: Mapping[str, Any], env: Mapping[str, str]) -> Config:
     known = {p for p, _, _ in _FIELDS}
     unknown = [p for p in _known_paths(data) if p not in known]
     if unknown:

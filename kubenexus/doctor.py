@@ -25,7 +25,7 @@ from typing import Any
 from certs.ensure import load_bundle, signed_by
 from controller.run import LEASE_NAME
 from gang import keys
-from gang.config import Config, config_or_exit
+from gang.config import Config, ConfigError, config_from_text, config_or_exit
 from gang.objects import api_request, new_api_client
 
 Obj = dict[str, Any]
@@ -35,6 +35,7 @@ CONTROLLER_EVENTS = ("GangWaiting", "GangInsufficientCapacity", "GangNeverFits",
                      "GangTimeout", "GangReleased")
 STUCK_EVENTS = ("GangNeverFits", "GangNotCertifiable")  # waiting will not help: the gang itself must change
 FIRST_EVENT_WITHIN = datetime.timedelta(minutes=1)  # a new gang the controller has not reported on yet
+CONFIG_MAP, CONFIG_KEY = "kubenexus-config", "config.yaml"  # deploy/base: mounted by both components
 
 
 def required_access(config: Config) -> dict[str, list[Access]]:
@@ -332,10 +333,38 @@ def render(findings: Iterable[Finding]) -> str:
                      for f in ordered)
 
 
+def installed_config(cluster: Cluster, namespace: str) -> tuple[Config, Finding]:
+    """The configuration the installation runs with (its ConfigMap), or the defaults and why they are used."""
+    name = f"ConfigMap {namespace}/{CONFIG_MAP}"
+    found = cluster.get(f"/api/v1/namespaces/{namespace}/configmaps/{CONFIG_MAP}")
+    defaults = Config(namespace=namespace)
+    if found is None:
+        return defaults, Finding(False, "configuration", f"no {name}: KubeNexus is not installed in namespace "
+                                 f"{namespace} (pass --namespace), or its configuration was deleted and the "
+                                 "components cannot restart; checking against the default configuration")
+    text = (found.get("data") or {}).get(CONFIG_KEY)
+    if text is None:
+        return defaults, Finding(False, "configuration", f"{name} has no {CONFIG_KEY}: the components cannot "
+                                 "start with it; checking against the default configuration")
+    try:
+        config = config_from_text(text, CONFIG_KEY)
+    except ConfigError as exc:
+        return defaults, Finding(False, "configuration", f"{name}: {exc}: the components exit at start with it; "
+                                 "checking against the default configuration")
+    return config, Finding(True, "configuration", f"{name}: certs.mode {config.certs_mode}, namespace "
+                           f"{config.namespace}")
+
+
 def run(args: argparse.Namespace) -> int:
-    config = config_or_exit(args.config, "kubenexus doctor")
-    cluster = Cluster(new_api_client(args.kubeconfig or config.kubeconfig, pool_size=4, retries=1))
-    findings = diagnose(cluster, config)
+    if args.config:
+        config = config_or_exit(args.config, "kubenexus doctor")
+        cluster = Cluster(new_api_client(args.kubeconfig or config.kubeconfig, pool_size=4, retries=1))
+        findings = [Finding(True, "configuration", f"{args.config} (given with --config)")]
+    else:
+        cluster = Cluster(new_api_client(args.kubeconfig, pool_size=4, retries=1))
+        config, finding = installed_config(cluster, args.namespace)
+        findings = [finding]
+    findings += diagnose(cluster, config)
     print(render(findings))
     return 0 if all(f.ok for f in findings) else 1
 
@@ -343,6 +372,7 @@ def run(args: argparse.Namespace) -> int:
 def add_parser(subcommands: Any) -> None:
     parser = subcommands.add_parser("doctor", help="check a live installation and say what is wrong")
     parser.add_argument("--kubeconfig", help="kubeconfig of a cluster-admin (default: the configured one, ~/.kube)")
-    parser.add_argument("--config", help="the product's configuration file: its namespace, names and certs.mode "
-                        "(for the cert-manager overlay: deploy/overlays/cert-manager/config.yaml)")
+    parser.add_argument("--namespace", default="kubenexus-system",
+                        help="where KubeNexus is installed; its ConfigMap kubenexus-config says the rest")
+    parser.add_argument("--config", help="check against this configuration file instead of the installed ConfigMap")
     parser.set_defaults(func=run)

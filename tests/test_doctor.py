@@ -179,9 +179,41 @@ def test_a_healthy_installation(install: Install) -> None:
     [gang] = lines(out, "gated pods")
     assert gang.startswith("waiting") and f"{install.namespace}/waiting: 1 pod(s) SchedulingGated" in gang, out
     assert "GangWaiting: 1/2 members present" in gang, out
+    # what it checked against: the installed configuration (deploy/base/config.yaml), read from the cluster
+    [configuration] = lines(out, "configuration")
+    assert configuration.startswith("ok") and "ConfigMap kubenexus-system/kubenexus-config" in configuration, out
+    assert "certs.mode self-managed" in configuration, out
 
 
 # --- broken -------------------------------------------------------------------------------------------------------
+
+
+def test_the_installed_configuration_is_what_the_doctor_checks_against(install: Install) -> None:
+    saved = install.kube.core.read_namespaced_config_map("kubenexus-config", NAMESPACE).data["config.yaml"]
+    replace = lambda text: install.kube.core.patch_namespaced_config_map(  # noqa: E731
+        "kubenexus-config", NAMESPACE, {"data": {"config.yaml": text}})
+    try:
+        # The cert-manager overlay's setting, read from the cluster rather than from a local file.
+        replace(saved + "certs:\n  mode: external\n")
+        code, out = install.doctor()
+        [configuration] = lines(out, "configuration")
+        assert configuration.startswith("ok") and "certs.mode external" in configuration, out
+        # A setting the components reject: they would exit at start.
+        replace(saved + "controller:\n  starvationSeconds: soon\n")
+        code, out = install.doctor()
+        assert code == 1, out
+        [broken] = problems(out)
+        assert "ConfigMap kubenexus-system/kubenexus-config: controller.starvationSeconds: " in broken, out
+        assert "the components exit at start with it" in broken, out
+        install.kubectl("delete", "configmap", "kubenexus-config", "-n", NAMESPACE)
+        code, out = install.doctor()
+        assert code == 1, out
+        [missing] = problems(out)
+        assert "no ConfigMap kubenexus-system/kubenexus-config" in missing and "--namespace" in missing, out
+    finally:
+        install.kubectl("apply", "-k", "deploy/base")
+    assert install.kube.core.read_namespaced_config_map("kubenexus-config", NAMESPACE).data["config.yaml"] == saved
+    assert install.doctor()[0] == 0
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
