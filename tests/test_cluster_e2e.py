@@ -14,6 +14,7 @@ opt-in run to completion of their startup (all stages) with the default schedule
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -391,9 +392,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         yield running
 
 
-@pytest.fixture(scope="module")
-def kube(cluster: LocalCluster, workdir: Any, tls: Any) -> Iterator[Kube]:
-    """The client, with ``kubenexus webhook`` (default settings) running and registered for pod admission."""
+@contextlib.contextmanager
+def admitted(cluster: LocalCluster, workdir: Any, tls: Any) -> Iterator[Kube]:
+    """The admin client, with ``kubenexus webhook`` (default settings) running and registered for pod admission."""
     hook = LocalWebhook(workdir, tls, cluster.add_user(WEBHOOK_IDENTITY), {})
     try:
         hook.wait_ready()
@@ -402,6 +403,12 @@ def kube(cluster: LocalCluster, workdir: Any, tls: Any) -> Iterator[Kube]:
         yield api
     finally:
         hook.stop()
+
+
+@pytest.fixture(scope="module")
+def kube(cluster: LocalCluster, workdir: Any, tls: Any) -> Iterator[Kube]:
+    with admitted(cluster, workdir, tls) as api:
+        yield api
 
 
 # --- bounded polling -------------------------------------------------------------------------------------------

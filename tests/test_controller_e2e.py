@@ -20,22 +20,20 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client import ApiException
 
 from cluster.local import LocalCluster, NodeSpec
 from controller.run import Controller
 from gang.config import Config
 from gang.objects import new_api_client
-from kubenexus.local_webhook import LocalWebhook, register
 from tests.conftest import wait_for
 from tests.contract import CONTROLLER, GATE, GROUP, OPT_IN
-from tests.test_cluster_e2e import Kube, spark_app
+from tests.test_cluster_e2e import Kube, admitted, spark_app
 
 Obj = dict[str, Any]
 TIMEOUT = 20.0  # every bounded wait
 SETTLE = 1.5  # something that has not happened after this long (several decision passes) is held back
-WEBHOOK_IDENTITY = "system:serviceaccount:kubenexus-system:kubenexus-webhook"
 PLANNED = "scheduling.kubenexus.io/planned-node"
 OPTED_IN = {OPT_IN: "true"}
 IMAGE = "registry.example.com/ml/train:1.0"
@@ -192,20 +190,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 @pytest.fixture(scope="module")
 def kube(cluster: LocalCluster, workdir: Any, tls: Any) -> Iterator[Kube]:
-    """The admin client, with ``kubenexus webhook`` (default settings) running and registered for pod admission."""
-    hook = LocalWebhook(workdir, tls, cluster.add_user(WEBHOOK_IDENTITY), {})
-    try:
-        hook.wait_ready()
-        api = Kube(config.new_client_from_config(cluster.kubeconfig))
-        register(client.AdmissionregistrationV1Api(api.api_client), hook)
-        try:  # where the controller is deployed, and keeps its Lease
+    """``admitted``, plus the namespace where the controller is deployed and keeps its Lease."""
+    with admitted(cluster, workdir, tls) as api:
+        try:
             api.core.create_namespace({"metadata": {"name": LEASE[0]}})
         except ApiException as exc:
             if exc.status != 409:
                 raise
         yield api
-    finally:
-        hook.stop()
 
 
 @pytest.fixture(scope="module")
