@@ -39,6 +39,16 @@ def train_node(name: str) -> dict[str, Any]:
     return obj
 
 
+def train_nodes(*names: str, etl: dict[str, str] | None = None) -> tuple[ClusterState, Engine]:
+    """8-cpu train nodes, with a running ETL pod (not in any gang; it will finish) of ``etl[node]`` cpu."""
+    state = ClusterState()
+    for name in names:
+        state.upsert_node(train_node(name))
+    for name, cpu in (etl or {}).items():
+        state.upsert_pod(pod(f"etl-{name}", cpu, node_name=name, phase="Running", gang=False), NOW)
+    return state, Engine(state, Config())
+
+
 def decisions(engine: Engine) -> dict[str, Any]:
     return {d.name: d for d in engine.cycle(NOW).gangs}
 
@@ -51,11 +61,7 @@ def bind(state: ClusterState, name: str, cpu: str, group: str, size: int, minute
 def test_bound_backfill_still_counts_against_the_slack() -> None:
     # Two 8-cpu train nodes, each running a 6-cpu ETL pod that will finish. llm (2 x 6 cpu, oldest) starves:
     # its shadow plan takes 6 of 8 on each node, leaving 8 - 6 = 2 cpu of slack per node for later gangs.
-    state = ClusterState()
-    for name in ("a", "b"):
-        state.upsert_node(train_node(name))
-        state.upsert_pod(pod(f"etl-{name}", "6", node_name=name, phase="Running", gang=False), NOW)
-    engine = Engine(state, Config())
+    state, engine = train_nodes("a", "b", etl={"a": "6", "b": "6"})
     for i in range(2):
         state.upsert_pod(member(f"llm-{i}", "6", "llm", 2, 0, gated=True), NOW)
     state.upsert_pod(member("x1-0", "2", "x1", 1, 1, gated=True), NOW)
@@ -90,10 +96,7 @@ def test_a_gang_released_ahead_of_a_starving_one_in_the_same_pass_does_not_erase
     # hi (priority 100) and llm (priority 0, starving) both want the train nodes. hi fits now and goes first in the
     # pass; its members are then reserved but not bound. They will finish like any running pod, so llm's shadow plan
     # over capacity that will free up still exists, in the same pass and in the next, after they bind.
-    state = ClusterState()
-    for name in ("a", "b"):
-        state.upsert_node(train_node(name))
-    engine = Engine(state, Config())
+    state, engine = train_nodes("a", "b")
     for i in range(2):
         state.upsert_pod(member(f"llm-{i}", "6", "llm", 2, 0, gated=True), NOW)
     hi = [member(f"hi-{i}", "4", "hi", 2, 5, gated=True) for i in range(2)]
@@ -121,11 +124,7 @@ def running_gang(state: ClusterState, where: str, extra_cpu: str) -> None:
 
 
 def test_an_extra_member_of_a_running_gang_goes_where_it_fits() -> None:
-    state = ClusterState()
-    for name in ("a", "b"):
-        state.upsert_node(train_node(name))
-    state.upsert_pod(pod("etl-b", "7", node_name="b", phase="Running", gang=False), NOW)
-    engine = Engine(state, Config())
+    state, engine = train_nodes("a", "b", etl={"b": "7"})
     running_gang(state, "a", "3")
     got = decisions(engine)["el"]
     # a: 8 - 2 - 2 = 4 >= 3; b: 8 - 7 = 1 < 3.
@@ -135,9 +134,7 @@ def test_an_extra_member_of_a_running_gang_goes_where_it_fits() -> None:
 
 def test_a_whole_waiting_gang_goes_before_an_extra_member() -> None:
     # One node with 8 - 2 - 2 = 4 cpu free. The extra el-2 (2 cpu) is optional; w (2 x 2 cpu) needs all 4.
-    state = ClusterState()
-    state.upsert_node(train_node("a"))
-    engine = Engine(state, Config())
+    state, engine = train_nodes("a")
     running_gang(state, "a", "2")
     for i in range(2):
         state.upsert_pod(member(f"w-{i}", "2", "w", 2, 5, gated=True), NOW)
@@ -149,11 +146,7 @@ def test_a_whole_waiting_gang_goes_before_an_extra_member() -> None:
 def test_an_extra_member_stays_out_of_a_starving_gangs_room() -> None:
     # llm (2 x 7 cpu) starves for the two train nodes: its slack is 8 - 7 = 1 cpu per node. el runs on a (4 of
     # 8 cpu), so a has 4 free now; b runs a 7-cpu ETL pod, 1 free.
-    state = ClusterState()
-    for name in ("a", "b"):
-        state.upsert_node(train_node(name))
-    state.upsert_pod(pod("etl-b", "7", node_name="b", phase="Running", gang=False), NOW)
-    engine = Engine(state, Config())
+    state, engine = train_nodes("a", "b", etl={"b": "7"})
     for i in range(2):
         state.upsert_pod(member(f"llm-{i}", "7", "llm", 2, 0, gated=True), NOW)
     running_gang(state, "a", "2")
