@@ -33,7 +33,6 @@ from controller.planner import (
     NodeFree,
     PlanResult,
     check_placement,
-    limiting,
     never_fits,
     plan,
     slots_text,
@@ -283,10 +282,11 @@ class Engine:
         groups: dict[Shape, list[Member]] = {}
         for member, shape in zip(members, shapes, strict=True):
             groups.setdefault(shape, []).append(member)
-        demand = {self.rooms.index(shape, group[0].nodes): group for shape, group in groups.items()}
+        shapes_of = {self.rooms.index(shape, group[0].nodes): shape for shape, group in groups.items()}
+        demand = {index: groups[shape] for index, shape in shapes_of.items()}
         slots = {index: index.slots(len(group)) for index, group in demand.items()}
         if any(slots[index] < len(group) for index, group in demand.items()):
-            return self._no_room(demand, slots, len(members))
+            return self._no_room(demand, slots, len(members), shapes_of)
         sets = {m.nodes for m in members}  # interned: one per placement key
         order = self.rooms.sorted_nodes(next(iter(sets)) if len(sets) == 1 else frozenset().union(*sets))
         names = prefix(order, {index: len(group) for index, group in demand.items()})
@@ -297,7 +297,7 @@ class Engine:
         return plan(members, self._nodes(members, gang, held, limits, order))
 
     def _no_room(self, demand: Mapping[RoomIndex, list[Member]], slots: Mapping[RoomIndex, int],
-                 total: int) -> PlanResult:
+                 total: int, shapes: Mapping[RoomIndex, Shape]) -> PlanResult:
         """The planner's reason, from the room indexes: a member no node can hold, or too few slots for a class."""
         short = [(index, group) for index, group in demand.items() if slots[index] < len(group)]
         index, group = next(((i, g) for i, g in short if not slots[i]), short[0])
@@ -305,12 +305,20 @@ class Engine:
             most = {resource: index.most(resource) for resource in index.usage}
             reason = too_big_text(group[0].name, index.usage, len(index.nodes), most, "free")
         else:
-            limit = limiting(index.usage, map(self.state.free, index.nodes), slots[index])
+            limit = self._limiting(shapes[index], index.nodes, slots[index])
             reason = slots_text(len(group), group[0].name, index.usage, len(index.nodes), slots[index], (), limit)
         placed = sum(min(slots[i], len(g)) for i, g in demand.items())
         if len(demand) == 1:  # one class: first-fit places exactly that many
             return PlanResult(None, placed, f"{reason}; the largest placement found holds {placed} of {total} members")
         return PlanResult(None, 0, f"{reason}; at most {placed} of {total} members have room now")
+
+    def _limiting(self, shape: Shape, nodes: frozenset[str], slots: int) -> str:
+        """``planner.limiting`` from room indexes of the shape's resources one at a time: an index stops walking
+        once it has found room for more than ``slots``, so only the resource that runs out walks every node."""
+        for resource, quantity in shape[1]:
+            if quantity > 0 and self.rooms.index((shape[0], ((resource, quantity),)), nodes).slots(slots + 1) <= slots:
+                return resource
+        return ""
 
     def _future(self, names: Sequence[str], claims: Mapping[str, Resources],
                 held: Mapping[GangKey, Mapping[str, Resources]]) -> dict[str, Resources]:
