@@ -8,6 +8,7 @@ that the next pass sees it, against the state's real accounting.
 from __future__ import annotations
 
 import random
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -204,3 +205,48 @@ def test_feasibility_by_node_kind_is_feasibility_node_by_node() -> None:
         objects = [view.obj for view in state.nodes.values()]
         expected, _ = feasible_nodes(spec, objects, {r: v for r, v in usage.items() if r != "pods"})
         assert engine.feasible(f"key-{i}", spec, usage) == frozenset(expected), spec
+
+
+def test_the_resource_named_as_running_out_is_the_one_a_walk_over_every_node_finds() -> None:
+    """The engine reads it from single-resource room indexes kept across passes; planner.limiting walks the
+    nodes' free capacity. Through changing loads, a gang that does not fit: the reasons must agree, pass after pass."""
+    from controller.planner import limiting
+
+    rng = random.Random(9)
+    # 12 nodes of 16 cpu and 6 pod slots; a member takes 3 cpu: 5 per empty node by cpu, 6 by slots.
+    state, engine = engine_with(*(node(f"n{i:02d}", cpu="16", pods="6") for i in range(12)))
+    for i in range(6):  # a 5-cpu pod on half the nodes: 3 members there, 48 in all
+        state.upsert_pod(pod(f"load-{i}", "5", node_name=f"n{i:02d}", phase="Running", gang=False))
+    size = 50  # the empty nodes would hold 60: a wait, not never-fits
+
+    def new_gang(name: str) -> None:
+        """A gang's "not yet" is kept until room frees, and its reason with it; a new gang is planned afresh,
+        over the same room indexes (they are per member shape, not per gang)."""
+        for uid in [uid for uid, p in state.pods.items() if p.gang]:
+            state.delete_pod(uid)
+        for i in range(size):
+            obj = member(f"{name}-{i}", "3")
+            obj["metadata"]["labels"][MIN] = str(size)
+            state.upsert_pod(obj)
+
+    usage = {"cpu": D(3), "pods": D(1)}
+    named = {"pods": "(the nodes' pod limits allow no more)", "cpu": "(free cpu alone allows no more)"}
+    seen, added = set(), []
+    for step in range(60):
+        # Tiny pods take slots, not cpu: two rounds over the nodes make slots run out (cpu does at first, neither
+        # in between); then they come and go at random.
+        if step < 24 or rng.random() < 0.5:
+            added.append(f"tiny-{step}")
+            where = step % 12 if step < 24 else rng.randrange(12)
+            state.upsert_pod(pod(added[-1], "10m", node_name=f"n{where:02d}", phase="Running", gang=False))
+        elif added:
+            state.delete_pod(f"uid-{added.pop(rng.randrange(len(added)))}")
+        new_gang(f"big{step}")
+        got = next(d for d in engine.cycle(1e10).gangs if d.name == f"big{step}")
+        assert got.decision == WAIT, got.reason
+        slots = int(re.search(r"room for only (\d+)", got.reason).group(1))
+        expected = limiting(usage, [state.free(n) for n in state.nodes], slots)
+        seen.add(expected)
+        shown = [resource for resource, text in named.items() if text in got.reason]
+        assert shown == ([expected] if expected else []), (step, expected, got.reason)
+    assert {"pods", "cpu", ""} <= seen, "each resource, and neither alone, must run out at some step"
