@@ -417,16 +417,14 @@ class Engine:
         if not gated:  # the usual case: every member released; nothing to decide
             return result, []
 
-        def release(pod: PodView, node: str, reason: str) -> None:
-            self._released(result, pod, node, reason, releases)
-
         slots = self.open_slots(gang)
         waiting = []
         for pod in gated:
             node = self._into_room(pod, gang, slots, held, now) if gang.late(pod) else ""
             node = node or self._into_vacancy(pod, gang, held, now)
             if node:
-                release(pod, node, "member(s) of a running gang released into the room held for them")
+                self._released(result, pod, node, "member(s) of a running gang released into the room held for them",
+                               releases)
             else:
                 waiting.append(pod)
         started = [p for p in gang.live if not gang.late(p) and (not p.gated or p.uid in self.state.pending)]
@@ -436,9 +434,9 @@ class Engine:
             members = [self._member(p, gang) for p in finishing]
             found = plan(members, self._nodes(members, gang, held, None))
             for pod in finishing:
-                release(pod, found.placement[pod.name] if found.placement else "",
-                        "completing a release started earlier" +
-                        ("" if found.fits else f" without a plan ({found.shortfall})"))
+                self._released(result, pod, found.placement[pod.name] if found.placement else "",
+                               "completing a release started earlier" +
+                               ("" if found.fits else f" without a plan ({found.shortfall})"), releases)
         return result, [p for p in waiting if p not in finishing]
 
     def _extra(self, gang: _Gang, result: GangDecision, pod: PodView, held: dict[GangKey, dict[str, Resources]],
@@ -450,8 +448,7 @@ class Engine:
         if found.placement:
             node = found.placement[pod.name]
             self._released(result, pod, node, "member(s) of a running gang released where they fit", releases)
-            if node in claims:
-                self._backfill.setdefault(node, {})[pod.uid] = pod.usage
+            self._count_backfill(pod, node, claims)
 
     def _into_room(self, pod: PodView, gang: _Gang, slots: list[tuple[str, Expected]],
                    held: dict[GangKey, dict[str, Resources]], now: float) -> str:
@@ -549,8 +546,7 @@ class Engine:
                     per_node[node] = add(per_node.get(node, {}), member.usage)
             for pod in chosen:
                 self._release(pod, found.placement[pod.name], releases, reserved)
-                if found.placement[pod.name] in claims:
-                    self._backfill.setdefault(found.placement[pod.name], {})[pod.uid] = pod.usage
+                self._count_backfill(pod, found.placement[pod.name], claims)
             result.decision = RELEASE
             result.plan = dict(found.placement)
             result.released = [p.name for p in chosen]
@@ -574,6 +570,11 @@ class Engine:
                               f"on {len(set(shadow.values()))} node(s) as it frees up" if shadow else
                               "; starving, but no shadow plan exists over capacity that will free up")
         return result
+
+    def _count_backfill(self, pod: PodView, node: str, claims: Mapping[str, Resources]) -> None:
+        """A lower-ranked pod released onto a node a shadow plan claims takes from that plan's slack."""
+        if node in claims:
+            self._backfill.setdefault(node, {})[pod.uid] = pod.usage
 
     def _limits(self, gang: _Gang, held: Mapping[GangKey, Mapping[str, Resources]],
                 claims: Mapping[str, Resources]) -> dict[str, Resources]:
