@@ -372,7 +372,7 @@ def run(args: argparse.Namespace) -> int:
 def add_parser(subcommands: Any) -> None:
     parser = subcommands.add_parser("doctor", help="check a live installation and say what is wrong")
     parser.add_argument("--kubeconfig", help="kubeconfig of a cluster-admin (default: the configured one, ~/.kube)")
-    parser.add_argument("--namespace", default="kubenexus-system",
+    parser.add_argument("--namespace", default=Config().namespace,
                         help="where KubeNexus is installed; its ConfigMap kubenexus-config says the rest")
     parser.add_argument("--config", help="check against this configuration file instead of the installed ConfigMap")
     parser.set_defaults(func=run)

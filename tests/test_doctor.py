@@ -205,6 +205,13 @@ def test_the_installed_configuration_is_what_the_doctor_checks_against(install: 
         [broken] = problems(out)
         assert "ConfigMap kubenexus-system/kubenexus-config: controller.starvationSeconds: " in broken, out
         assert "the components exit at start with it" in broken, out
+        # Not YAML at all, then a ConfigMap without the file the components mount.
+        replace("certs: [unclosed\n")
+        code, out = install.doctor()
+        assert code == 1 and "config.yaml is not valid YAML" in problems(out)[0], out
+        install.kube.core.patch_namespaced_config_map("kubenexus-config", NAMESPACE, {"data": {"config.yaml": None}})
+        code, out = install.doctor()
+        assert code == 1 and "has no config.yaml: the components cannot start with it" in problems(out)[0], out
         install.kubectl("delete", "configmap", "kubenexus-config", "-n", NAMESPACE)
         code, out = install.doctor()
         assert code == 1, out
