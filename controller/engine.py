@@ -15,6 +15,13 @@ promised the same capacity. The order of work in a pass:
 4. Extra members of running gangs (beyond min-available), one by one wherever they fit: after
    every whole gang, and within what shadow plans leave, like any backfill.
 
+A released gang ends whole or not at all (``controller/integrity.py`` says what is stuck): a gang
+that never ran whole is evicted as a whole when a member cannot bind where it was planned (or was
+rejected by its kubelet, or its remaining members find no room); one that ran whole has a stuck
+member deleted and replaced. A member someone else released and that is not bound is deleted, so
+it comes back through admission, gated. A gang whose plan could be spoiled by pods already queued
+for other schedulers waits for them to land.
+
 The engine never talks to the API: the controller (``controller.run``) and ``kubenexus simulate``
 feed it the same state, so what simulate prints is what the controller does.
 """
@@ -26,7 +33,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from controller.capacity import add, subtract
+from controller.capacity import add, fits, subtract
+from controller.integrity import BIND_TIMEOUT, INCOMPLETE, UNPLACEABLE, Integrity, Stuck
 from controller.members import Expected, GangKey, NodeView, PodView
 from controller.planner import (
     Member,
@@ -50,6 +58,7 @@ WAIT = "wait"
 NEVER_FITS = "never-fits"
 NOT_CERTIFIABLE = "not-certifiable"
 RUNNING = "running"
+EVICT = "evict"
 
 # Root annotations the engine reads: (schedule timeout, best effort); see ``RootLookup``.
 RootLookup = Callable[[PodView], Mapping[str, str]]
@@ -66,6 +75,19 @@ class Release:
     pin: bool = True
 
 
+@dataclass(frozen=True)
+class Eviction:
+    """Delete ``pods`` of gang ``key``: the whole gang (``whole_gang``: it never ran whole, its operator recreates
+    it through admission) or single members (a stuck member of a running gang, a member that escaped)."""
+
+    key: GangKey
+    owner: str
+    pods: tuple[PodView, ...]
+    reason: str  # one of integrity.REASONS
+    message: str
+    whole_gang: bool
+
+
 @dataclass
 class GangDecision:
     key: GangKey
@@ -78,7 +100,7 @@ class GangDecision:
     timed_out: bool = False
     present: int = 0
     size: int = 0
-    cause: str = ""  # why a waiting gang waits: "members", "capacity" or "pinning"
+    cause: str = ""  # why a waiting gang waits: "members", "capacity", "pinning" or "queue"
 
     @property
     def name(self) -> str:
@@ -89,6 +111,7 @@ class GangDecision:
 class Cycle:
     gangs: list[GangDecision]
     releases: list[Release]
+    evictions: list[Eviction] = field(default_factory=list)
 
 
 @dataclass
@@ -118,13 +141,15 @@ class _Gang:
 
 def _gang(key: GangKey, members: list[PodView]) -> _Gang:
     announcing = [p for p in members if p.expected_text]
-    expected = max((p.expected for p in announcing), key=len, default=())
     live = [p for p in members if p.live] or members
+    min_available = max((p.min_available for p in members), default=0) or len(live)
+    # At least one member of the first stage announces the rest: never more expected than that leaves.
+    expected = max((p.expected for p in announcing), key=len, default=())[:max(min_available - 1, 0)]
     return _Gang(
         key=key,
         members=members,
         expected=expected,
-        min_available=max((p.min_available for p in members), default=0) or len(live),
+        min_available=min_available,
         priority=max(p.priority for p in live),
         oldest=min(p.created for p in live),
         owner=next((p.owner for p in members if p.owner), ""),
@@ -152,11 +177,14 @@ class Engine:
         # against that slack while they are charged to the node, reserved or bound; a restart forgets them,
         # and they then count as work that will finish (the shadow plan stays feasible, backfill waits).
         self._backfill: dict[str, dict[str, Resources]] = {}
-        self._gangs: dict[GangKey, tuple[int, _Gang]] = {}  # per gang, as of its members' last change
+        self._gangs: dict[GangKey, tuple[int, _Gang | None]] = {}  # per gang, as of its members' last change
         self._not_yet: dict[GangKey, tuple[tuple, PlanResult, list[PodView]]] = {}
         self._held_seen: dict[GangKey, dict[str, Resources]] = {}
         self._held_version = 0  # bumps when room held for gangs changes: cached "not yet"s may be stale
+        self._partial: dict[GangKey, float] = {}  # since when members run that the gate controller did not release
+        self._now = 0.0
         self.rooms = Rooms(state)
+        self.integrity = Integrity(state, config.bind_timeout_seconds)
 
     # --- static feasibility, cached per placement shape ----------------------------------------
 
@@ -190,13 +218,14 @@ class Engine:
         ports = pod.ports | {_apart_port(gang, pod.name, pod.apart)} if gang.apart else pod.ports
         return Member(pod.name, pod.usage, self.feasible(pod.key, pod.spec or {}, pod.usage), ports)
 
-    def _expected_members(self, gang: _Gang) -> list[Member]:
-        members = []
-        for i, e in enumerate(gang.expected):
-            name = f"{e.role} (expected #{i + 1})"
-            ports = frozenset({_apart_port(gang, name, e.apart)}) if gang.apart else frozenset()
-            members.append(Member(name, e.usage, self.feasible(e.key, e.spec, e.usage), ports))
-        return members
+    def _expected_members(self, gang: _Gang, first: int = 0) -> list[Member]:
+        return [self._expected_member(gang, i) for i in range(first, len(gang.expected))]
+
+    def _expected_member(self, gang: _Gang, index: int) -> Member:
+        e = gang.expected[index]
+        name = f"{e.role} (expected #{index + 1})"
+        ports = frozenset({_apart_port(gang, name, e.apart)}) if gang.apart else frozenset()
+        return Member(name, e.usage, self.feasible(e.key, e.spec, e.usage), ports)
 
     def _members_on(self, gang: _Gang) -> dict[str, set[HostPort]]:
         """Per node, the pseudo ports of the gang's members already there (bound or released) if it keeps apart."""
@@ -216,16 +245,21 @@ class Engine:
 
     def open_slots(self, gang: _Gang) -> list[tuple[str, Expected]]:
         """Reserved slots of expected members that no released late member has taken yet."""
+        nodes = self._slot_nodes(gang)
+        return [(nodes[i], gang.expected[i]) for i in self._open_slot_indexes(gang)]
+
+    def _open_slot_indexes(self, gang: _Gang) -> list[int]:
         if not gang.expected or not any(p.live and not gang.late(p) for p in gang.members):
             return []
-        slots = list(zip(self._slot_nodes(gang), gang.expected, strict=False))
+        nodes = self._slot_nodes(gang)
+        open_ = list(range(min(len(nodes), len(gang.expected))))
         for pod in gang.members:
             if gang.late(pod) and not (pod.gated and pod.uid not in self.state.pending):
                 where = pod.node or pod.planned_node or self.state.pending.get(pod.uid, "")
-                index = next((i for i, (node, _) in enumerate(slots) if node == where), 0 if slots else None)
+                index = next((i for i in open_ if nodes[i] == where), open_[0] if open_ else None)
                 if index is not None:
-                    slots.pop(index)
-        return slots
+                    open_.remove(index)
+        return open_
 
     def _held(self, gangs: Sequence[_Gang], now: float) -> dict[GangKey, dict[str, Resources]]:
         """Per gang, per node: room held for it (open slots and vacancies) that others must not use."""
@@ -341,10 +375,14 @@ class Engine:
     # --- one pass ---------------------------------------------------------------------------------
 
     def cycle(self, now: float) -> Cycle:
-        gangs = [g for g in map(self._gang, list(self.state.gangs)) if g.members]
-        for cache in (self._slots, self._gangs, self._not_yet):
+        self._now = now
+        for cache in (self._slots, self._gangs, self._not_yet, self._partial):
             for key in [k for k in cache if k not in self.state.gangs]:
                 del cache[key]
+        self.integrity.prune(lambda uid: uid in self.state.pods)
+        evictions = [self._evict(gang, loose, whole_gang=False) for gang in map(self._gang, list(self.state.gangs))
+                     if gang and (loose := [s for p in gang.members if (s := self.integrity.loose(p))])]
+        gangs = [g for g in map(self._gang, list(self.state.gangs)) if g]
         held = self._held(gangs, now)
         if held != self._held_seen:
             self._held_version += 1
@@ -356,14 +394,14 @@ class Engine:
                          key=lambda g: (-g.priority, g.oldest, g.key[0], g.key[1]))
         extras: list[tuple[_Gang, GangDecision, PodView]] = []
         for gang in released:
-            decision, more = self._running(gang, held, now, releases)
+            decision, more = self._running(gang, held, now, releases, evictions)
             decisions.append(decision)
             extras.extend((gang, decision, pod) for pod in more)
         self._backfill = {node: kept for node, pods in self._backfill.items()
                           if (kept := {uid: u for uid, u in pods.items() if self.state.charged_node(uid) == node})}
         claims: dict[str, Resources] = {}
         for gang in waiting:
-            decision = self._waiting(gang, held, claims, now, releases)
+            decision = self._waiting(gang, held, claims, now, releases, evictions)
             decisions.append(decision)
         for gang, decision, pod in extras:
             self._extra(gang, decision, pod, held, claims, releases)
@@ -372,28 +410,84 @@ class Engine:
         if not self._shadows:
             self._backfill.clear()
         self.rooms.prune()
-        return Cycle(decisions, releases)
+        return Cycle(decisions, releases, evictions)
 
-    def _gang(self, key: GangKey) -> _Gang:
-        """The gang as of its members' last change (rebuilt only then)."""
+    def _gang(self, key: GangKey) -> _Gang | None:
+        """The gang as of its members' last change (rebuilt only then), without the members being evicted; None
+        when that leaves none."""
         version = self.state.gang_versions.get(key, 0)
         cached = self._gangs.get(key)
         if cached is None or cached[0] != version:
-            cached = self._gangs[key] = (version, _gang(key, self.state.members(key)))
+            evicted = self.state.evicted
+            members = [p for p in self.state.members(key) if p.uid not in evicted]
+            cached = self._gangs[key] = (version, _gang(key, members) if members else None)
         return cached[1]
 
     def _started(self, gang: _Gang) -> bool:
-        if gang.key in self._slots:
+        """Released by this controller (some member, not on its way out), or known to have run whole: members
+        someone else released, or that escaped admission, never start a gang, they only count as placed."""
+        if gang.key in self._slots or gang.key in self.state.whole:
             return True
         if gang.started is None:  # fixed for this view: a release or a watch event makes a new one
-            gang.started = any(not p.gated or p.uid in self.state.pending for p in gang.members if p.live or p.node)
+            gang.started = any(p.uid in self.state.pending or (p.released and not p.deleting)
+                               for p in gang.members if p.live or p.node)
         return gang.started
 
     def _release(self, pod: PodView, node: str, releases: list[Release], reserved: tuple[str, ...] = ()) -> None:
         """Reserve, then release; a member with constraints the plan could not check (best effort) is not
         pinned: a pin onto a node its pod affinity or spread rules out would leave it unschedulable for good."""
-        self.state.reserve(pod, node)
+        self.state.reserve(pod, node, self._now)
         releases.append(Release(pod, node, reserved, self.config.pin_members and not pod.uncertifiable))
+
+    # --- keeping released gangs whole ------------------------------------------------------------------
+
+    def _stuck(self, gang: _Gang, now: float) -> list[Stuck]:
+        return [s for p in gang.members if (s := self.integrity.stuck(p, now) or self.integrity.rejected(p))]
+
+    def _evict(self, gang: _Gang, stuck: Sequence[Stuck], whole_gang: bool) -> Eviction:
+        """Delete the stuck members or, ``whole_gang``, every member that has not succeeded; forget what the gang
+        held (its slots, vacancies, shadow plan): its operator recreates it through admission, gated."""
+        if whole_gang:
+            pods = tuple(p for p in gang.members if not p.deleting and not (p.terminal and not p.failed))
+            for table in (self._slots, self._shadows, self._partial, self.state.vacancies):
+                table.pop(gang.key, None)
+            self._held_version += 1
+        else:
+            pods = tuple(s.pod for s in stuck)
+        self.state.mark_evicted(pods)
+        message = stuck[0].message if whole_gang else "; ".join(s.message for s in stuck)
+        return Eviction(gang.key, gang.owner, pods, stuck[0].reason, message, whole_gang)
+
+    def _evicted(self, gang: _Gang, result: GangDecision, stuck: Stuck, evictions: list[Eviction]) -> GangDecision:
+        evictions.append(self._evict(gang, [stuck], whole_gang=True))
+        result.decision, result.reason, result.cause = EVICT, stuck.message, stuck.reason
+        return result
+
+    def _repair_slots(self, gang: _Gang, held: dict[GangKey, dict[str, Resources]]) -> Stuck | None:
+        """Open slots of expected members on a node that can no longer hold them (another scheduler's pods took the
+        room) move to nodes that can; None when every slot holds (again), a reason when no node has room."""
+        indexes = self._open_slot_indexes(gang)
+        nodes = list(self._slot_nodes(gang))
+        need: dict[str, Resources] = {}
+        for i in indexes:
+            need[nodes[i]] = add(need.get(nodes[i], {}), gang.expected[i].usage)
+        broken = [n for n, usage in need.items() if n not in self.state.nodes or not fits(usage, self.state.free(n))]
+        if not broken:
+            return None
+        others = {key: per_node for key, per_node in held.items() if key != gang.key}
+        members = [self._expected_member(gang, i) for i in indexes]
+        found = plan(members, self._nodes(members, gang, others, None))
+        if not found.fits:
+            return Stuck(gang.sample, UNPLACEABLE, f"the room reserved for {len(indexes)} expected member(s) on "
+                                                   f"node(s) {', '.join(sorted(broken))} was taken by other pods and "
+                                                   f"no other node has room: {found.shortfall}")
+        for i, member in zip(indexes, members, strict=True):
+            nodes[i] = found.placement[member.name]
+        self._slots[gang.key] = tuple(nodes)
+        self._held_version += 1
+        held.pop(gang.key, None)
+        held.update(self._held([gang], self._now))
+        return None
 
     def _base(self, gang: _Gang, now: float, decision: str, reason: str) -> GangDecision:
         live = gang.live
@@ -408,14 +502,35 @@ class Engine:
         result.decision, result.reason = RELEASE, reason
 
     def _running(self, gang: _Gang, held: dict[GangKey, dict[str, Resources]], now: float,
-                 releases: list[Release]) -> tuple[GangDecision, list[PodView]]:
-        """Late members into their slots and replacements into their predecessors' room; then finish a
-        release under way (a crash can leave one half done). Returns the extra members still gated."""
+                 releases: list[Release], evictions: list[Eviction]) -> tuple[GangDecision, list[PodView]]:
+        """Stuck members first (see the module docstring); then late members into their slots and replacements
+        into their predecessors' room; then finish a release under way (a crash can leave one half done).
+        Returns the extra members still gated."""
         result = self._base(gang, now, RUNNING, "released")
+        whole = gang.key in self.state.whole
+        stuck = self._stuck(gang, now)
+        if stuck and not whole:
+            # A member that just has not bound yet, while none of the gang runs, spoils nothing (the gang
+            # scheduler may be down): only a partial start, or a member that cannot bind at all, is repaired.
+            fatal = [s for s in stuck if s.reason != BIND_TIMEOUT] or \
+                (stuck if self.state.bound_members(gang.key) else [])
+            if fatal:
+                return self._evicted(gang, result, fatal[0], evictions), []
+        elif stuck:
+            replaced = [s for s in stuck if s.reason in (UNPLACEABLE, BIND_TIMEOUT)]
+            if replaced:  # the replacement path: its operator recreates it, and it is released where it fits
+                evictions.append(self._evict(gang, replaced, whole_gang=False))
+                remaining = self._gang(gang.key)
+                if remaining is None:
+                    return result, []
+                gang = remaining
         gated = sorted((p for p in gang.live if p.gated and p.uid not in self.state.pending),
                        key=lambda p: (p.created, p.name))
         if not gated:  # the usual case: every member released; nothing to decide
             return result, []
+        broken = None if whole else self._repair_slots(gang, held)
+        if broken is not None:
+            return self._evicted(gang, result, broken, evictions), []
 
         slots = self.open_slots(gang)
         waiting = []
@@ -433,10 +548,17 @@ class Engine:
         if finishing:
             members = [self._member(p, gang) for p in finishing]
             found = plan(members, self._nodes(members, gang, held, None))
-            for pod in finishing:
-                self._released(result, pod, found.placement[pod.name] if found.placement else "",
-                               "completing a release started earlier" +
-                               ("" if found.fits else f" without a plan ({found.shortfall})"), releases)
+            if found.placement is not None:
+                for pod in finishing:
+                    self._released(result, pod, found.placement[pod.name], "completing a release started earlier",
+                                   releases)
+            elif not whole:  # half released (a crash, a deleted member) and no room for the rest: all or nothing
+                return self._evicted(gang, result, Stuck(finishing[0], INCOMPLETE, (
+                    f"{len(started)} of {gang.needed} members were released and {len(finishing)} more find no room: "
+                    f"{found.shortfall}")), evictions), []
+            else:  # replacements of a gang that ran whole wait for room
+                result.reason = f"{len(finishing)} replacement(s) wait for room: {found.shortfall}"
+                finishing = []
         return result, [p for p in waiting if p not in finishing]
 
     def _extra(self, gang: _Gang, result: GangDecision, pod: PodView, held: dict[GangKey, dict[str, Resources]],
@@ -490,17 +612,24 @@ class Engine:
         return ""
 
     def _waiting(self, gang: _Gang, held: dict[GangKey, dict[str, Resources]], claims: dict[str, Resources],
-                 now: float, releases: list[Release]) -> GangDecision:
+                 now: float, releases: list[Release], evictions: list[Eviction]) -> GangDecision:
+        """Release the gang when all of it has a plan. Members already bound (they escaped admission, or someone
+        else released them) count as present and placed; the gated ones are planned around them."""
         live = sorted(gang.live, key=lambda p: (p.created, p.name))
+        placed = [p for p in live if p.node]
+        live = [p for p in live if not p.node]
+        if not placed:
+            self._partial.pop(gang.key, None)
+        needed = max(gang.needed - len(placed), 0)
         expected_note = f" ({len(gang.expected)} more expected later)" if gang.expected else ""
         root = self.roots(gang.sample)
         timeout = _seconds(root.get(keys.SCHEDULE_TIMEOUT_SECONDS)) or self.config.schedule_timeout_seconds
         result = self._base(gang, now, WAIT, "")
         result.timed_out = result.waited > timeout
-        if len(live) < gang.needed:
+        if len(live) < needed:
             result.cause = "members"
-            result.reason = f"{len(live)}/{gang.needed} members present{expected_note}"
-            return result
+            result.reason = f"{len(live) + len(placed)}/{gang.needed} members present{expected_note}"
+            return self._hold(gang, result, placed, now, evictions)
         reasons = sorted({p.uncertifiable for p in live if p.uncertifiable} |
                          {e.uncertifiable for e in gang.expected if e.uncertifiable})
         best_effort = root.get(keys.BEST_EFFORT) == "true"
@@ -508,15 +637,15 @@ class Engine:
             result.decision = NOT_CERTIFIABLE
             result.reason = (f"members have constraints the controller cannot check exactly: {'; '.join(reasons)}; "
                              f"set {keys.BEST_EFFORT}=true on the root to release on a best-effort plan")
-            return result
+            return self._hold(gang, result, placed, now, evictions)
         if not self.config.pin_members and len({(p.key, tuple(sorted(p.usage.items()))) for p in live} |
                                                {(e.key, tuple(sorted(e.usage.items()))) for e in gang.expected}) > 1:
             result.cause = "pinning"
             result.reason = ("members differ and controller.pinMembers is false: only gangs of identical members "
                              "are released unpinned, since the scheduler may place a mixed gang differently")
-            return result
-        chosen = live if len(live) == gang.needed else live[:gang.needed]
-        candidates = [live, chosen] if len(live) > gang.needed else [live]
+            return self._hold(gang, result, placed, now, evictions)
+        chosen = live if len(live) == needed else live[:needed]
+        candidates = [live, chosen] if len(live) > needed else [live]
         expected = self._expected_members(gang)
         limits = self._limits(gang, held, claims) if claims else None
         # Nothing freed, no member changed, no held room given back: the last "not yet" still holds.
@@ -537,6 +666,14 @@ class Engine:
             if token is not None and not found.fits:
                 self._not_yet[gang.key] = (token, found, chosen)
         if found.fits:
+            queued = self._queued_in_the_way(found.placement, members, now)
+            if queued:
+                result.cause = "queue"
+                result.reason = (f"all {len(found.placement)} members fit, but {len(queued)} pod(s) queued for other "
+                                 f"schedulers could take the planned room before the gang binds (e.g. "
+                                 f"{queued[0].namespace}/{queued[0].name}): released once they are placed")
+                return self._hold(gang, result, placed, now, evictions)
+            self._partial.pop(gang.key, None)
             reserved = tuple(found.placement[m.name] for m in expected)
             if reserved:
                 self._slots[gang.key] = reserved
@@ -561,7 +698,7 @@ class Engine:
         if never:
             result.decision = NEVER_FITS
             result.reason = never
-            return result
+            return self._hold(gang, result, placed, now, evictions)
         result.cause = "capacity"
         result.reason = found.shortfall
         if result.waited >= self.config.starvation_seconds:
@@ -569,7 +706,52 @@ class Engine:
             result.reason += (f"; waiting longer than {self.config.starvation_seconds:g}s: capacity is held for it "
                               f"on {len(set(shadow.values()))} node(s) as it frees up" if shadow else
                               "; starving, but no shadow plan exists over capacity that will free up")
-        return result
+        return self._hold(gang, result, placed, now, evictions)
+
+    def _hold(self, gang: _Gang, result: GangDecision, placed: list[PodView], now: float,
+              evictions: list[Eviction]) -> GangDecision:
+        """A gang that waits while some of its members run (bound without this controller's release): all or nothing,
+        so after ``controller.bindTimeoutSeconds`` of that it is evicted."""
+        if not placed:
+            return result
+        since = self._partial.setdefault(gang.key, now)
+        if now - since <= self.config.bind_timeout_seconds:
+            return result
+        return self._evicted(gang, result, Stuck(placed[0], INCOMPLETE, (
+            f"{len(placed)} of {gang.needed} members run without the gate controller's release and the rest could "
+            f"not start with them for {now - since:.0f}s: {result.reason}")), evictions)
+
+    def _queued_in_the_way(self, placement: Mapping[str, str], members: Sequence[Member], now: float) -> list[PodView]:
+        """Pods queued for a scheduler (created within ``controller.queuedPodSeconds``, not found unschedulable) that
+        fit a planned node now but not beside the members planned there: they could take that room between the
+        gang's release and its bind, and strand it."""
+        window = self.config.queued_pod_seconds
+        queued = [p for p in self.state.in_flight.values() if now - p.created <= window]
+        if not queued:
+            return []
+        requests = {m.name: m.requests for m in members}
+        planned: dict[str, Resources] = {}
+        for name, node in placement.items():
+            planned[node] = add(planned.get(node, {}), requests[name])
+        found = []
+        for pod in queued:
+            for node, usage in planned.items():
+                free = self.state.free(node)
+                if fits(pod.usage, free) and not fits(pod.usage, subtract(free, usage)) and self._admits(pod, node):
+                    found.append(pod)
+                    break
+        return found
+
+    def _admits(self, pod: PodView, node: str) -> bool:
+        """The node passes the pod's static predicates (taints, selector, affinity, resource kinds)."""
+        spec = pod.spec or {}
+        if not names_nodes(spec):
+            return node in self.feasible(pod.key, spec, pod.usage)
+        view = self.state.nodes.get(node)
+        if view is None:
+            return False
+        requests = {r: v for r, v in pod.usage.items() if r != "pods"}
+        return bool(feasible_nodes(spec, [view.obj], requests, {node: view.allocatable})[0])
 
     def _count_backfill(self, pod: PodView, node: str, claims: Mapping[str, Resources]) -> None:
         """A lower-ranked pod released onto a node a shadow plan claims takes from that plan's slack."""

@@ -20,6 +20,8 @@ import msgspec
 from controller.capacity import allocatable, is_terminal, requests_of, with_pod_slot
 from controller.predicates import HOSTNAME_LABEL, HostPort, certifiability, host_ports, one_member_per_node
 from gang import keys
+from gang.adapters import adapter_for
+from gang.kinds import INTERMEDIATE, split_api_version
 from gang.resources import Resources
 
 Obj = Mapping[str, Any]
@@ -33,6 +35,10 @@ _PERMANENT_OWNERS = ("DaemonSet", "Node")
 # The parts of a pod spec the static predicates and the certifiability check read.
 _PLACEMENT_FIELDS = ("nodeSelector", "affinity", "tolerations")
 _CERTIFIABILITY_FIELDS = ("topologySpreadConstraints", "resourceClaims", "volumes")
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_OWNER_FIELDS = ("apiVersion", "kind", "name", "uid", "controller")  # what the owner walk reads of a reference
+# A kubelet that cannot admit a pod bound to it fails it with this message prefix (reasons OutOfcpu, ...).
+REJECTED_PREFIX = "Pod was rejected"
 
 
 def parse_time(text: str | None) -> float:
@@ -182,10 +188,15 @@ class PodView:
     nominated: str
     permanent: bool
     owner: str
-    spec: Obj | None  # placement fields, only while gated by us
-    key: str
+    spec: Obj | None  # placement fields, only while unbound
+    key: str  # placement_key, only while unbound
     uncertifiable: str | None
     apart: bool = False  # required anti-affinity: one member of its gang per node (kept after the release too)
+    resource_version: str = ""
+    rejected: str = ""  # the kubelet's reason and message when it refused to run the pod on its node
+    unschedulable: bool = False  # PodScheduled=False: a scheduler tried and found no node
+    pinned: bool = False  # required node affinity names exactly its planned node
+    admission: Obj | None = None  # what admission decides on, for pods that may have escaped it (see walkable)
 
     @property
     def gated(self) -> bool:
@@ -195,6 +206,50 @@ class PodView:
     def live(self) -> bool:
         """Counts toward min-available: neither finished nor on its way out."""
         return not self.terminal and not self.deleting
+
+    @property
+    def released(self) -> bool:
+        """Released by the gate controller: it writes the planned node in the PATCH that removes the gate (the
+        validating webhook lets nobody else write it); a gang member ungated by anyone else has escaped the gang."""
+        return not self.gated and bool(self.planned_node) and self.gang is not None
+
+
+def _rejection(status: Obj) -> str:
+    """The kubelet's refusal to admit a pod bound to its node ("OutOfcpu: Pod was rejected: ..."), else ""."""
+    message, reason = str(status.get("message") or ""), str(status.get("reason") or "")
+    if status.get("phase") != "Failed" or not (message.startswith(REJECTED_PREFIX) or reason.startswith("OutOf")):
+        return ""
+    return f"{reason}: {message}" if reason else message
+
+
+def _pinned_to(spec: Obj, node: str) -> bool:
+    """Every required node-affinity term holds ``metadata.name In [node]``: the release pin (controller/release.py)."""
+    terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(_REQUIRED) or {})
+             .get("nodeSelectorTerms") or [])
+    pin = {"key": "metadata.name", "operator": "In", "values": [node]}
+    return bool(node and terms) and all(pin in (term.get("matchFields") or []) for term in terms)
+
+
+def walkable(owners: list[Any]) -> bool:
+    """Some owner reference leads toward a supported root (a root kind, or a Job/StatefulSet/Pod between):
+    a pod admission may have let through without its gang; Deployment, DaemonSet, ... pods never have one."""
+    for ref in owners:
+        if not isinstance(ref, dict):
+            continue
+        api_version, kind = str(ref.get("apiVersion") or ""), str(ref.get("kind") or "")
+        if (split_api_version(api_version)[0], kind) in INTERMEDIATE or adapter_for(api_version, kind) is not None:
+            return True
+    return False
+
+
+def _admission_view(meta: Obj, spec: Obj) -> Obj:
+    """The pod as admission's decision reads it (labels, annotations, owners, node and scheduler name)."""
+    kept_spec = {k: spec[k] for k in ("nodeName", "schedulerName") if spec.get(k)}
+    kept_meta = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "labels", "annotations")
+                 if meta.get(k)}
+    kept_meta["ownerReferences"] = [{k: ref[k] for k in _OWNER_FIELDS if k in ref}
+                                    for ref in meta.get("ownerReferences") or () if isinstance(ref, dict)]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": kept_meta, "spec": kept_spec}
 
 
 def pod_view(pod: Obj) -> PodView:
@@ -214,12 +269,18 @@ def pod_view(pod: Obj) -> PodView:
     gated = keys.GANG_GATE in gates
     owners = meta.get("ownerReferences") or []
     expected_text = annotations.get(keys.EXPECTED_MEMBERS_ANNOTATION) or ""
+    terminal = is_terminal(pod)
+    unbound = not spec.get("nodeName") and not terminal
+    planned = str(annotations.get(keys.PLANNED_NODE_ANNOTATION) or "")
+    permanent = MIRROR_ANNOTATION in annotations or any(o.get("kind") in _PERMANENT_OWNERS for o in owners)
+    escapable = not group and not gated and not terminal and not meta.get("deletionTimestamp") and not permanent \
+        and walkable(owners)
     return PodView(
         uid=str(meta.get("uid") or f"{namespace}/{meta.get('name')}"),
         namespace=namespace,
         name=str(meta.get("name") or ""),
         node=str(spec.get("nodeName") or ""),
-        terminal=is_terminal(pod),
+        terminal=terminal,
         failed=status.get("phase") == "Failed",
         deleting=bool(meta.get("deletionTimestamp")),
         gates=gates,
@@ -227,7 +288,7 @@ def pod_view(pod: Obj) -> PodView:
         min_available=_int(labels.get(keys.POD_GROUP_MIN_LABEL)),
         expected=parse_expected(expected_text, group) if gang else (),
         expected_text=expected_text,
-        planned_node=str(annotations.get(keys.PLANNED_NODE_ANNOTATION) or ""),
+        planned_node=planned,
         reserved_nodes=_node_list(annotations.get(keys.RESERVED_NODES_ANNOTATION)) if gang else (),
         unresolved=keys.UNRESOLVED_ANNOTATION in annotations,
         priority=_int(spec.get("priority")),
@@ -235,15 +296,21 @@ def pod_view(pod: Obj) -> PodView:
         usage=usage,
         ports=host_ports(spec),
         nominated=str(status.get("nominatedNodeName") or ""),
-        permanent=MIRROR_ANNOTATION in annotations or any(o.get("kind") in _PERMANENT_OWNERS for o in owners),
+        permanent=permanent,
         owner=str(annotations.get(keys.OWNER_ANNOTATION) or ""),
         spec={field: spec[field] for field in _PLACEMENT_FIELDS + _CERTIFIABILITY_FIELDS if spec.get(field)}
-        if gated else None,
-        key=placement_key(spec, requests) if gated else "",
+        if unbound else None,
+        key=placement_key(spec, requests) if unbound else "",
         uncertifiable=(certifiability(spec, labels={keys.POD_GROUP_LABEL: group} if group else labels,
                                       pod_name=meta.get("name"))
                        if gated else None),
         apart=bool(group) and one_member_per_node(spec, {keys.POD_GROUP_LABEL: group}),
+        resource_version=str(meta.get("resourceVersion") or ""),
+        rejected=_rejection(status),
+        unschedulable=any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+                          for c in status.get("conditions") or [] if isinstance(c, dict)),
+        pinned=unbound and _pinned_to(spec, planned),
+        admission=_admission_view(meta, spec) if escapable else None,
     )
 
 

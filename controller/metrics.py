@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-GANG_STATES = ("waiting", "releasing", "running", "never_fits", "not_certifiable")
+GANG_STATES = ("waiting", "releasing", "running", "never_fits", "not_certifiable", "evicting")
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,10 @@ class Metrics:
     gang_timeouts: Counter
     is_leader: Gauge
     events_dropped: Counter
+    gang_evictions: Counter  # {reason}: integrity.REASONS
+    member_evictions: Counter  # {reason}
+    escaped_pods: Counter  # {action}: joined, recreated
+    repair_errors: Counter  # {reason}
 
     def set_gang_counts(self, counts: Mapping[str, int]) -> None:
         """Set every state's gauge at once: states missing from ``counts`` are zero, unknown ones an error."""
@@ -64,4 +68,17 @@ def new_metrics() -> Metrics:
         events_dropped=Counter("kubenexus_controller_events_dropped_total",
                                "Kubernetes Events not written: rate limit, full queue or API failure",
                                registry=registry),
+        gang_evictions=Counter("kubenexus_controller_gang_evictions_total",
+                               "Gangs that never ran whole, evicted as a whole (their members deleted) because a "
+                               "member could not start with them", ["reason"], registry=registry),
+        member_evictions=Counter("kubenexus_controller_member_evictions_total",
+                                 "Single members deleted: stuck members of gangs that ran whole (their operator "
+                                 "replaces them), members someone else released before the gang was placed",
+                                 ["reason"], registry=registry),
+        escaped_pods=Counter("kubenexus_controller_escaped_pods_total",
+                             "Pods of opted-in workloads that escaped admission: joined to their gang when bound, "
+                             "recreated through admission when not", ["action"], registry=registry),
+        repair_errors=Counter("kubenexus_controller_repair_errors_total",
+                              "Failed DELETE and PATCH requests of evictions and repairs", ["reason"],
+                              registry=registry),
     )

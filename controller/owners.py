@@ -63,6 +63,7 @@ class Resolution:
     action: str
     reason: str
     patch: list[Obj]
+    group: str = ""  # the gang a "join" puts the pod in
 
 
 def resolve(pod: Obj, source: ObjectSource, config: Config) -> Resolution:
@@ -85,4 +86,4 @@ def resolve(pod: Obj, source: ObjectSource, config: Config) -> Resolution:
             ops.append({"op": "add", "path": f"/metadata/{part}", "value": {}})
         ops += [dict(op, path=f"/metadata/{part}{op['path']}")
                 for op in jsonpatch.make_patch(before[part], after[part])]
-    return Resolution("join", reason, ops)
+    return Resolution("join", reason, ops, decision.group)

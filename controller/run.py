@@ -6,6 +6,11 @@ Only that thread touches the state, so a decision and the reservations it makes 
 interleaved with another. A standby replica keeps its state warm and takes over from the Lease;
 after a crash the new leader's first pass sees released-unbound pods at their planned nodes and
 half-released gangs, and completes those before anything new is released.
+
+Repairs run beside releases: evictions the engine decides (a gang that cannot start whole) are
+DELETEs on a small pool (``controller/evict.py``); pods that may have escaped admission (no gang
+labels, an owner toward a supported root) are decided again off the loop with admission's own
+code, and joined to their gang when bound, recreated through admission when not.
 """
 
 from __future__ import annotations
@@ -25,10 +30,23 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from controller import slim
-from controller.engine import NEVER_FITS, NOT_CERTIFIABLE, RELEASE, RUNNING, Cycle, Engine, GangDecision, Release
+from controller.engine import (
+    EVICT,
+    NEVER_FITS,
+    NOT_CERTIFIABLE,
+    RELEASE,
+    RUNNING,
+    Cycle,
+    Engine,
+    Eviction,
+    GangDecision,
+    Release,
+)
 from controller.events import EventRecorder
+from controller.evict import Evictor
 from controller.health import HealthServer
 from controller.informer import Informer
+from controller.integrity import ESCAPED
 from controller.leader import LeaderElector
 from controller.members import GangKey, PodView
 from controller.metrics import Metrics, new_metrics
@@ -42,6 +60,14 @@ log = logging.getLogger("kubenexus.controller")
 LEASE_NAME = "kubenexus-controller"
 RESYNC_SECONDS = 2.0  # a pass at least this often: timeouts, starvation and vacancies depend on time
 RESOLVE_RETRY_SECONDS = 10.0
+# A pod that had not escaped is decided again this often (a namespace opted in later); an unbound one more often.
+ESCAPE_RECHECK_SECONDS = (60.0, 5.0)
+CHECKS_PER_PASS = 64  # pods decided again per pass, at most: a rebuild does not flood the owner lookups
+# While admission is down, a recreated pod escapes again: deleting it over and over would burn its Job's backoffLimit.
+# An escaped pod created after the last deletion of its gang's escaped pods is deleted only once ESCAPE_BACKOFF has
+# passed since (doubling from 5 s to 5 min); meanwhile it may bind, and is then counted in its gang instead.
+ESCAPE_BACKOFF = (5.0, 300.0)
+ESCAPE_MEMORY_SECONDS = 600.0
 # What the controller watches: (queue tag, collection, decoder keeping only what the state reads).
 WATCHED = (("node", "/api/v1/nodes", slim.NODES), ("pod", "/api/v1/pods", slim.PODS))
 MEMBER_EVENTS = 20  # events about a gang also go to at most this many gated members
@@ -71,9 +97,13 @@ class Controller:
                            for what, path, decoder in WATCHED]
         # Only watch events update the state: they arrive in order, patch responses would race them.
         self.patcher = Patcher(api_client, lambda reason: self.metrics.patch_errors.labels(reason).inc())
+        self.evictor = Evictor(api_client, lambda reason: self.metrics.repair_errors.labels(reason).inc())
         self.events = EventRecorder(api_client, on_dropped=self.metrics.events_dropped.inc)
         self._resolver = ThreadPoolExecutor(max_workers=2, thread_name_prefix="resolve")
-        self._resolving: dict[str, float] = {}
+        # uid -> when first and last decided again, and whether it was bound then (binding makes it due again)
+        self._checked: dict[str, tuple[float, float | None, bool]] = {}
+        self._escapes: dict[tuple[str, str], tuple[float, float]] = {}  # gang -> (last deletion, backoff)
+        self._escapes_lock = threading.Lock()
         self._leading = threading.Event()
         self._lost = threading.Event()
         self._stop = threading.Event()
@@ -157,6 +187,7 @@ class Controller:
         for informer in self._informers:
             informer.stop()
         self.patcher.stop()
+        self.evictor.stop()
         self._resolver.shutdown(wait=False, cancel_futures=True)
         self.events.close(timeout=2.0)
         if self._health is not None:
@@ -174,7 +205,11 @@ class Controller:
     def _apply(self, what: str, kind: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
         now = self.clock()
-        if what == "node":
+        if what == "eviction":  # a DELETE the apiserver refused: the pod is back in its gang's view
+            pod = self.state.pods.get(str(meta.get("uid")))
+            if pod is not None:
+                self.state.mark_evicted([pod], evicted=False)
+        elif what == "node":
             if kind == "DELETED":
                 self.state.delete_node(str(meta.get("name")))
             else:
@@ -226,8 +261,9 @@ class Controller:
         self.cycles += 1
         self.last_cycle = cycle
         self._dispatch(cycle, now)
+        self._evict(cycle.evictions)
         self._report(cycle)
-        self._resolve_unresolved(now)
+        self._check_pods(now)
         return cycle
 
     # --- releases ----------------------------------------------------------------------------------
@@ -251,17 +287,108 @@ class Controller:
             for release in releases:
                 self.patcher.submit(release, done)
 
-    # --- pods admission could not resolve ----------------------------------------------------------
+    # --- evictions ------------------------------------------------------------------------------------
 
-    def _resolve_unresolved(self, now: float) -> None:
-        for uid in list(self.state.unresolved):
-            if now - self._resolving.get(uid, 0.0) < RESOLVE_RETRY_SECONDS:
-                continue
-            self._resolving[uid] = now
-            pod = self.state.pods[uid]
-            self._resolver.submit(self._resolve, pod.namespace, pod.name, uid)
-        for uid in [u for u in self._resolving if u not in self.state.unresolved]:
-            del self._resolving[uid]
+    def _evict(self, evictions: list[Eviction]) -> None:
+        for eviction in evictions:
+            pods = list(eviction.pods)
+            if eviction.whole_gang:
+                self.metrics.gang_evictions.labels(eviction.reason).inc()
+                reason, message = "GangEvicted", (
+                    f"gang {eviction.key[1]} could not start whole and is evicted: {eviction.message}; its "
+                    f"{len(pods)} member(s) are deleted, their operator recreates them through admission, gated")
+            else:
+                self.metrics.member_evictions.labels(eviction.reason).inc(len(pods))
+                reason = "GangMemberEscaped" if eviction.reason == ESCAPED else "GangMemberEvicted"
+                message = f"gang {eviction.key[1]}: {eviction.message}" + (
+                    "" if eviction.reason == ESCAPED else "; deleted, its operator replaces it")
+            log.warning("%s %s/%s: %s", reason, eviction.key[0], eviction.key[1], message)
+            targets = [root] if (root := root_reference(pods[0])) is not None else []
+            targets += [{"apiVersion": "v1", "kind": "Pod", "name": p.name, "namespace": p.namespace, "uid": p.uid}
+                        for p in pods][:MEMBER_EVENTS]
+            for target in targets:
+                self.events.record(target, "Warning", reason, message)
+            for pod in pods:
+                self.evictor.delete(pod.namespace, pod.name, pod.uid, functools.partial(self._deleted, pod.uid))
+
+    def _deleted(self, uid: str, ok: bool) -> None:
+        if not ok:  # refused or kept failing: back into the gang's view, the next pass decides again
+            self._queue.put(("eviction", "FAILED", {"metadata": {"uid": uid}}))
+
+    # --- pods admission could not resolve, and pods that escaped it --------------------------------
+
+    def _check_pods(self, now: float) -> None:
+        """Decide again, off the loop: gated pods whose owner admission could not read (every
+        RESOLVE_RETRY_SECONDS), and pods with an owner toward a supported root but no gang labels (at once, again
+        when bound, and every ESCAPE_RECHECK_SECONDS)."""
+        budget = CHECKS_PER_PASS
+        for uids in (self.state.unresolved, self.state.escapable):
+            for uid in list(uids):
+                pod = self.state.pods[uid]
+                interval = RESOLVE_RETRY_SECONDS if pod.admission is None else ESCAPE_RECHECK_SECONDS[not pod.node]
+                first, last, bound = self._checked.get(uid, (now, None, bool(pod.node)))
+                if budget <= 0 or (last is not None and now - last < interval and bound == bool(pod.node)):
+                    continue
+                budget -= 1
+                self._checked[uid] = (first, now, bool(pod.node))
+                if pod.admission is not None:
+                    self._resolver.submit(self._check_escaped, pod.admission, first)
+                else:
+                    self._resolver.submit(self._resolve, pod.namespace, pod.name, uid)
+        for uid in [u for u in self._checked if u not in self.state.unresolved and u not in self.state.escapable]:
+            del self._checked[uid]
+
+    def _check_escaped(self, pod: dict[str, Any], seen: float) -> None:
+        """A pod with no gang labels that admission would have made a gang member escaped it (admission was down
+        or slow, the pod predates the installation or its namespace's opt-in, someone removed the gate): joined to
+        its gang when bound (it counts as present and placed), deleted when not (its operator recreates it through
+        admission, gated), so that no gang waits for it and it never starts alone."""
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        namespace, name, uid, node = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""), \
+            spec.get("nodeName")
+        try:  # decided as admission would have, at creation: before it was bound
+            resolution = resolve(pod | {"spec": {k: v for k, v in spec.items() if k != "nodeName"}}, self._source,
+                                 self.config)
+        except Exception:
+            log.exception("checking pod %s/%s", namespace, name)
+            return
+        if resolution.action != "join" or not (node or self._may_recreate((namespace, resolution.group), seen)):
+            return
+        target = {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": namespace, "uid": uid}
+        if node:
+            message = (f"pod {name} escaped admission (created without the gang gate) and runs on {node}: counted in "
+                       f"gang {resolution.group} as a placed member")
+            action, write = "joined", functools.partial(self.evictor.patch, namespace, name, resolution.patch)
+        else:
+            message = (f"pod {name} escaped admission (created without the gang gate) and is not bound: deleted, so "
+                       f"that its operator recreates it through admission, gated, in gang {resolution.group}")
+            action, write = "recreated", functools.partial(self.evictor.delete, namespace, name, uid,
+                                                           resource_version=str(meta.get("resourceVersion") or ""))
+
+        def done(ok: bool) -> None:
+            if ok:
+                self.metrics.escaped_pods.labels(action).inc()
+                log.warning("GangMemberEscaped %s/%s: %s", namespace, name, message)
+                self.events.record(target, "Warning", "GangMemberEscaped", message)
+
+        write(done=done)
+
+    def _may_recreate(self, gang: tuple[str, str], seen: float) -> bool:
+        """Whether an escaped, unbound pod of ``gang``, first seen at ``seen``, may be deleted now (see
+        ESCAPE_BACKOFF); records the deletion."""
+        now = self.clock()
+        with self._escapes_lock:
+            for key in [k for k, (t, _) in self._escapes.items() if now - t > ESCAPE_MEMORY_SECONDS]:
+                del self._escapes[key]
+            last, backoff = self._escapes.get(gang, (0.0, 0.0))
+            if last and seen <= last:  # seen before the last deletion: one burst of escapes, deleted together
+                return True
+            if last:  # it escaped again after a deletion: admission may still be down
+                backoff = min(max(backoff * 2, ESCAPE_BACKOFF[0]), ESCAPE_BACKOFF[1])
+                if now - last < backoff:
+                    return False
+            self._escapes[gang] = (now, backoff)
+            return True
 
     def _resolve(self, namespace: str, name: str, uid: str) -> None:
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"
@@ -293,7 +420,7 @@ class Controller:
         for decision in cycle.gangs:
             seen.add(decision.key)
             state = {RUNNING: "running", RELEASE: "releasing", NEVER_FITS: "never_fits",
-                     NOT_CERTIFIABLE: "not_certifiable"}.get(decision.decision, "waiting")
+                     NOT_CERTIFIABLE: "not_certifiable", EVICT: "evicting"}.get(decision.decision, "waiting")
             counts[state] = counts.get(state, 0) + 1
             if decision.decision == RELEASE and decision.released and decision.waited:
                 self.metrics.gang_wait_seconds.observe(decision.waited)
@@ -315,7 +442,7 @@ class Controller:
                 decision, members, "Warning", "GangTimeout", f"gang {decision.name} has waited {decision.waited:.0f}s, "
                 f"longer than its schedule timeout; still gated: {decision.reason}"):
             self._timeout_told.add(decision.key)
-        if decision.decision == RUNNING:
+        if decision.decision in (RUNNING, EVICT):  # an eviction is told by _evict
             return
         summary = (decision.decision, decision.reason)
         if self._last.get(decision.key) == summary:

@@ -23,7 +23,11 @@ Obj = dict[str, Any]
 
 
 class _OwnerReference(TypedDict, total=False):
-    kind: Any  # DaemonSet and Node owners make a pod permanent; the resolver reads full pods itself
+    apiVersion: Any  # with kind, name, uid and controller: the owner walk of pods that may have escaped admission
+    kind: Any  # DaemonSet and Node owners make a pod permanent
+    name: Any
+    uid: Any
+    controller: Any
 
 
 class _Meta(TypedDict, total=False):
@@ -62,6 +66,7 @@ class _Volume(TypedDict, total=False):
 
 class _PodSpec(TypedDict, total=False):
     nodeName: Any
+    schedulerName: Any
     priority: Any
     schedulingGates: list[Any]
     containers: list[_Container]
@@ -77,9 +82,18 @@ class _PodSpec(TypedDict, total=False):
     hostNetwork: Any
 
 
+class _PodCondition(TypedDict, total=False):
+    type: Any
+    status: Any
+    reason: Any
+
+
 class _PodStatus(TypedDict, total=False):
     phase: Any
+    reason: Any  # with message: a kubelet's rejection (OutOfcpu, ...)
+    message: Any
     nominatedNodeName: Any
+    conditions: list[_PodCondition]  # PodScheduled=False: the scheduler tried and found no node
 
 
 class Pod(TypedDict, total=False):

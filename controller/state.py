@@ -1,12 +1,13 @@
 """The controller's picture of the cluster, updated one watch event at a time.
 
 Every pod is charged to at most one node, exactly once: a bound pod that is not terminal is
-*used* on its node (terminating pods too, until they are gone); a pod released by this
+*used* on its node (terminating pods too, until they are gone); a gang member released by this
 controller and not bound yet is *reserved* on its planned node (from the planned-node
 annotation, or from memory between the decision and the watch event that confirms the PATCH);
-everything else is charged nowhere. Free capacity per node is kept up to date incrementally so
-that a decision never has to walk all pods. Vacancies remember where a failed or deleted member
-of a running gang was, so that its replacement gets its room back.
+everything else is charged nowhere: a pod that is not a gang member never holds room by its
+annotations, and an unbound pod being deleted will never bind. Free capacity per node is kept
+up to date incrementally so that a decision never has to walk all pods. Vacancies remember where
+a failed or deleted member of a running gang was, so that its replacement gets its room back.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from controller.capacity import subtract
+from controller.capacity import add, subtract
 from controller.members import GangKey, NodeView, PodView, node_view, pod_view
 from controller.predicates import HostPort
 from gang.resources import Resources
@@ -39,9 +40,17 @@ def _charge_node(pod: PodView, pending: Mapping[str, str]) -> str:
         return ""
     if pod.node:
         return pod.node
-    if not pod.gated and pod.planned_node:
+    if pod.deleting:
+        return ""
+    if pod.released:
         return pod.planned_node
     return pending.get(pod.uid, "")
+
+
+def _in_flight(pod: PodView, pending: Mapping[str, str]) -> bool:
+    """Queued for a scheduler and not ours: ungated, unbound, not released by us, not (yet) found unschedulable."""
+    return not (pod.node or pod.gates or pod.terminal or pod.deleting or pod.released or pod.unschedulable
+                or pod.uid in pending)
 
 
 class ClusterState:
@@ -55,6 +64,12 @@ class ClusterState:
         self.pending: dict[str, str] = {}  # uid -> node ("" when released without a pin), not yet confirmed
         self.vacancies: dict[GangKey, list[Vacancy]] = {}
         self.replacement_grace = replacement_grace
+        self.released_at: dict[str, float] = {}  # uid -> when released (or first seen released), until bound
+        self.whole: set[GangKey] = set()  # gangs that had min-available members bound at once
+        self.in_flight: dict[str, PodView] = {}  # pods queued for some scheduler that we did not release
+        self.escapable: set[str] = set()  # pods with an owner toward a supported root but no gang labels
+        self.evicted: set[str] = set()  # pods the controller is deleting: they leave no vacancy
+        self._bound_live: Counter[GangKey] = Counter()
         self._charged: dict[str, Resources] = {}
         self._unbound: dict[str, Resources] = {}  # the reserved part of _charged
         self._free: dict[str, Resources] = {}
@@ -108,6 +123,10 @@ class ClusterState:
         self.pods[pod.uid] = pod
         self._remember(pod)
         self._charge(pod)
+        if pod.node or pod.terminal or pod.deleting or not (pod.released or pod.uid in self.pending):
+            self.released_at.pop(pod.uid, None)
+        else:
+            self.released_at.setdefault(pod.uid, now)
         if old is not None and was_charged and pod.failed and not old.failed:
             self._vacate(old, was_charged, now)
         self._changed(before, self._footprint(pod) if before is not None else None, old, pod)
@@ -118,6 +137,7 @@ class ClusterState:
         before = self._footprint(old)
         self.pods.pop(uid, None)
         self.pending.pop(uid, None)
+        self.released_at.pop(uid, None)
         if old is None:
             return
         was_charged = self._charged_at.get(uid, "")
@@ -125,15 +145,30 @@ class ClusterState:
         self._uncharge(uid, old)
         if was_charged and not old.terminal:
             self._vacate(old, was_charged, now)
+        self.evicted.discard(uid)
         self._changed(before, None, old, None)
 
-    def reserve(self, pod: PodView, node: str) -> None:
+    def reserve(self, pod: PodView, node: str, now: float = 0.0) -> None:
         """Charge a pod this loop is releasing to ``node`` now, before any API write."""
         before = self._footprint(pod)
         self._uncharge(pod.uid, pod)
+        self.in_flight.pop(pod.uid, None)
         self.pending[pod.uid] = node
+        self.released_at[pod.uid] = now
         self._charge(pod)
         self._changed(before, self._footprint(pod), pod, pod)
+
+    def mark_evicted(self, pods: Iterable[PodView], evicted: bool = True) -> None:
+        """Pods the controller is deleting (``evicted``), or no longer (the DELETE failed): out of their gang's view
+        until the watch says they are gone, and they leave no vacancy behind."""
+        self.version += 1
+        for pod in pods:
+            if evicted:
+                self.evicted.add(pod.uid)
+            else:
+                self.evicted.discard(pod.uid)
+            if pod.gang is not None and pod.gang in self.gangs:
+                self.gang_versions[pod.gang] = self.version
 
     def _footprint(self, pod: PodView | None) -> tuple | None:
         """What a pod takes from others: its charge (node, bound or not, usage, ports) and its nomination."""
@@ -161,6 +196,14 @@ class ClusterState:
     def _remember(self, pod: PodView) -> None:
         if pod.gang is not None:
             self.gangs.setdefault(pod.gang, set()).add(pod.uid)
+            if pod.node and pod.live:
+                self._bound_live[pod.gang] += 1
+                if pod.min_available and self._bound_live[pod.gang] >= pod.min_available:
+                    self.whole.add(pod.gang)
+        if _in_flight(pod, self.pending):
+            self.in_flight[pod.uid] = pod
+        if pod.admission is not None:
+            self.escapable.add(pod.uid)
         if pod.unresolved and pod.gated and pod.gang is None:
             self.unresolved.add(pod.uid)
         if pod.nominated and not pod.node and not pod.terminal:
@@ -172,13 +215,20 @@ class ClusterState:
 
     def _forget(self, pod: PodView) -> None:
         if pod.gang is not None:
+            if pod.node and pod.live:
+                self._bound_live[pod.gang] -= 1
+                if not self._bound_live[pod.gang]:
+                    del self._bound_live[pod.gang]
             members = self.gangs.get(pod.gang)
             if members is not None:
                 members.discard(pod.uid)
                 if not members:
                     del self.gangs[pod.gang]
                     self.gang_versions.pop(pod.gang, None)
+                    self.whole.discard(pod.gang)
         self.unresolved.discard(pod.uid)
+        self.in_flight.pop(pod.uid, None)
+        self.escapable.discard(pod.uid)
         if pod.nominated:
             nominated = self._nominated.get(pod.nominated)
             if nominated is not None:
@@ -220,7 +270,7 @@ class ClusterState:
             self._port_sets.pop(node, None)
 
     def _vacate(self, pod: PodView, node: str, now: float) -> None:
-        if pod.gang is None:
+        if pod.gang is None or pod.uid in self.evicted:
             return
         vacancy = Vacancy(node, pod.usage, now + self.replacement_grace)
         self.vacancies.setdefault(pod.gang, []).append(vacancy)
@@ -239,6 +289,14 @@ class ClusterState:
     def unbound(self, node: str) -> Resources:
         """What released members not bound yet hold on the node."""
         return self._unbound.get(node, {})
+
+    def bound_free(self, node: str) -> Resources:
+        """allocatable − the pods bound to the node: the room a released member pinned there can still bind into."""
+        return add(self._free.get(node, {}), self._unbound.get(node, {}))
+
+    def bound_members(self, gang: GangKey) -> int:
+        """Live members of the gang bound to nodes."""
+        return self._bound_live.get(gang, 0)
 
     def used_ports(self, node: str) -> frozenset[HostPort]:
         return _live_ports(self._ports, self._port_sets, node)

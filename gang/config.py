@@ -51,6 +51,8 @@ class Config:
     starvation_seconds: float = 300.0
     schedule_timeout_seconds: float = 1800.0
     replacement_grace_seconds: float = 120.0
+    bind_timeout_seconds: float = 30.0
+    queued_pod_seconds: float = 10.0
     controller_port: int = 8080
     # --- serving certificate (certs/ensure.py) ---
     certs_mode: str = "self-managed"
@@ -177,6 +179,8 @@ _FIELDS: tuple[tuple[str, str, Callable[[Any, str], Any]], ...] = (
     ("controller.starvationSeconds", "starvation_seconds", _positive(float)),
     ("controller.scheduleTimeoutSeconds", "schedule_timeout_seconds", _positive(float)),
     ("controller.replacementGraceSeconds", "replacement_grace_seconds", _positive(float)),
+    ("controller.bindTimeoutSeconds", "bind_timeout_seconds", _positive(float)),
+    ("controller.queuedPodSeconds", "queued_pod_seconds", _positive(float)),
     ("controller.port", "controller_port", _positive(int)),
     ("certs.mode", "certs_mode", _choice(CERTS_MODES)),
     ("certs.secretName", "certs_secret", _object_name),

@@ -1,0 +1,104 @@
+"""Keeping released gangs whole: members that will not bind where they were planned, and pods that escaped.
+
+A release is a promise the controller cannot enforce: schedulers and kubelets it does not control,
+other schedulers' pods, admins and a fail-open webhook all act between the release and the bind.
+This module recognises what went wrong, from the state alone (pure, no API calls); the engine
+decides what to do about it (``controller/engine.py``: evict a gang that never ran whole, follow
+the replacement path for one that did) and the controller carries it out (``controller/evict.py``).
+
+- **Unplaceable**: a member released onto a node that can no longer take it — the node is gone,
+  the pods bound there since leave too little room, or it no longer admits the member (cordoned,
+  tainted, relabelled). A node that is merely NotReady may come back: the bind timeout covers it.
+- **Bind timeout**: a released member still unbound ``controller.bindTimeoutSeconds`` after its release.
+- **Rejected**: the kubelet refused to run a bound member (OutOfcpu and the like).
+- **Loose**: a gang member whose gate someone else removed and that is not bound: it would start
+  without its gang. It is deleted so its operator recreates it through admission, gated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+
+from controller.capacity import fits, shortfall
+from controller.members import PodView
+from controller.planner import needs_text
+from controller.predicates import NOT_READY, feasible_nodes
+from controller.state import ClusterState
+
+# Why a member is stuck (a small fixed set: metric label values).
+UNPLACEABLE = "unplaceable"
+BIND_TIMEOUT = "bind-timeout"
+REJECTED = "rejected"
+INCOMPLETE = "incomplete"  # members still gated after the gang started, and no room for them
+ESCAPED = "escaped"  # a member let through by someone else than the gate controller
+REASONS = (UNPLACEABLE, BIND_TIMEOUT, REJECTED, INCOMPLETE, ESCAPED)
+_ZERO = Decimal(0)
+
+
+@dataclass(frozen=True)
+class Stuck:
+    pod: PodView
+    reason: str  # one of REASONS
+    message: str  # for users, with the numbers
+
+
+class Integrity:
+    """The checks, with a per-pod cache of the static check at the planned node (it only changes with the node)."""
+
+    def __init__(self, state: ClusterState, bind_timeout: float) -> None:
+        self.state = state
+        self.bind_timeout = bind_timeout
+        self._admits: dict[str, tuple[str, str | None]] = {}  # uid -> (node shape, why the node refuses it)
+
+    def stuck(self, pod: PodView, now: float) -> Stuck | None:
+        """Why a member the controller released will not bind where it was planned, else None."""
+        if pod.node or not pod.live or (pod.gated and pod.uid not in self.state.pending):
+            return None
+        node = pod.planned_node or self.state.pending.get(pod.uid, "")
+        if pod.pinned:
+            view = self.state.nodes.get(node)
+            if view is None:
+                return Stuck(pod, UNPLACEABLE, f"{pod.name} was released onto node {node}, which is gone")
+            refused = self._refuses(pod, node, view.shape, view.obj, view.allocatable)
+            if refused and refused != NOT_READY:
+                return Stuck(pod, UNPLACEABLE, f"{pod.name} was released onto node {node}, which no longer admits it: "
+                                               f"{refused}")
+            room = self.state.bound_free(node)
+            if not fits(pod.usage, room):
+                short = shortfall(pod.usage, room)
+                left = {r: max(room.get(r, _ZERO), _ZERO) for r in short}
+                return Stuck(pod, UNPLACEABLE, f"{pod.name} was released onto node {node} and needs "
+                                               f"{needs_text(pod.usage)}; the pods bound there since leave only "
+                                               f"{needs_text(left, set(short))}")
+        since = self.state.released_at.get(pod.uid)
+        if since is not None and now - since > self.bind_timeout:
+            return Stuck(pod, BIND_TIMEOUT, f"{pod.name} was released {now - since:.0f}s ago onto node {node} and is "
+                                            f"still not bound (bind timeout {self.bind_timeout:g}s)")
+        return None
+
+    @staticmethod
+    def rejected(pod: PodView) -> Stuck | None:
+        if not pod.rejected:
+            return None
+        return Stuck(pod, REJECTED, f"the kubelet of node {pod.node} rejected {pod.name}: {pod.rejected}")
+
+    def loose(self, pod: PodView) -> Stuck | None:
+        """A live member ungated by someone else than the controller and not bound: it would start alone."""
+        if pod.gated or pod.node or not pod.live or pod.released or pod.uid in self.state.pending:
+            return None
+        return Stuck(pod, ESCAPED, f"{pod.name} was released by someone else than the gate controller and is not "
+                                   "bound; it is recreated through admission so that it starts with its gang")
+
+    def _refuses(self, pod: PodView, node: str, shape: str, obj: dict, allocatable: dict) -> str | None:
+        cached = self._admits.get(pod.uid)
+        if cached is None or cached[0] != shape:
+            requests = {r: v for r, v in pod.usage.items() if r != "pods"}
+            _, rejected = feasible_nodes(pod.spec or {}, [obj], requests, {node: allocatable})
+            cached = self._admits[pod.uid] = (shape, rejected.get(node))
+        return cached[1]
+
+    def prune(self, alive: Callable[[str], bool]) -> None:
+        for uid in [u for u in self._admits if not alive(u)]:
+            del self._admits[uid]

@@ -1,0 +1,286 @@
+"""A released gang ends whole or not at all, end to end on the local cluster, against other actors.
+
+One local cluster of four 4-cpu nodes with the real webhook registered (an admin may remove the gate: it is in
+``gateRemovers``) and a gate controller under its service account. The emulated default scheduler places ordinary
+pods; gang members are addressed to ``kubenexus-scheduler``, which this test plays itself, binding released members
+to their planned nodes through the Binding API when it chooses, so that the races a real cluster has (another
+scheduler's pod landing on a planned node first, an admin releasing one member, pods escaping admission) happen
+deterministically. Expectations come from the scenario (sizes and capacities chosen here), never from the product.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client import ApiException
+
+from cluster.local import ADMIN, LocalCluster, NodeSpec
+from controller.run import Controller
+from gang.config import Config
+from gang.objects import new_api_client
+from kubenexus.local_webhook import LocalWebhook, register
+from tests.conftest import wait_for
+from tests.contract import CONTROLLER, GATE, GROUP
+from tests.test_cluster_e2e import WEBHOOK_IDENTITY, Kube
+from tests.test_controller_e2e import (
+    JOB_NAME,
+    LEASE,
+    PLANNED,
+    describe,
+    gated,
+    name_of,
+    planned,
+    running,
+    stays,
+    torch_job,
+    wait_event,
+)
+
+Obj = dict[str, Any]
+TIMEOUT = 30.0
+NODES = [f"n-{i}" for i in range(4)]
+BIND_TIMEOUT = 4.0
+WEB = "web"  # where the ordinary pods of the default scheduler live
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    nodes = [NodeSpec(n, cpu="4", memory="16Gi", labels=(("pool", "cpu"),)) for n in NODES]  # torch_job's pool
+    with LocalCluster(nodes=nodes, workdir=str(tmp_path_factory.mktemp("integrity-e2e"))) as running_:
+        running_.run_components(scheduler_names=("default-scheduler",))  # the gang scheduler is this test
+        yield running_
+
+
+@pytest.fixture(scope="module")
+def webhook(cluster: LocalCluster, workdir: Any, tls: Any) -> Iterator[LocalWebhook]:
+    hook = LocalWebhook(workdir, tls, cluster.add_user(WEBHOOK_IDENTITY),
+                        {"gateRemovers": [CONTROLLER, ADMIN.username]})
+    try:
+        hook.wait_ready()
+        yield hook
+    finally:
+        hook.stop()
+
+
+@pytest.fixture(scope="module")
+def kube(cluster: LocalCluster, webhook: LocalWebhook) -> Iterator[Kube]:
+    from kubernetes import config
+
+    api = Kube(config.new_client_from_config(cluster.kubeconfig))
+    register(client.AdmissionregistrationV1Api(api.api_client), webhook)
+    for namespace in (LEASE[0], WEB):
+        api.core.create_namespace({"metadata": {"name": namespace}})
+    yield api
+
+
+@pytest.fixture
+def controller(cluster: LocalCluster, kube: Kube) -> Iterator[Controller]:
+    api = new_api_client(cluster.add_user(CONTROLLER), 32, 3)
+    started = Controller(api, Config(bind_timeout_seconds=BIND_TIMEOUT), port=0).start()
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def ns(kube: Kube) -> Iterator[str]:
+    """A fresh namespace; afterwards its jobs and every pod of it and of ``web`` are deleted (empty nodes again)."""
+    name = kube.namespace()
+    yield name
+    for obj in kube.custom.list_namespaced_custom_object("kubeflow.org", "v1", name, "pytorchjobs")["items"]:
+        kube.custom.delete_namespaced_custom_object("kubeflow.org", "v1", name, "pytorchjobs", obj["metadata"]["name"])
+
+    def gone() -> bool:
+        pods = kube.pods(name) + kube.pods(WEB)
+        for pod in pods:
+            try:
+                kube.core.delete_namespaced_pod(name_of(pod), pod["metadata"]["namespace"], grace_period_seconds=0)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+        return not pods
+
+    wait_for(gone, TIMEOUT, "the test's pods to be gone")
+
+
+# --- the other actors ----------------------------------------------------------------------------------------------
+
+
+def bind(kube: Kube, pod: Obj, node: str) -> None:
+    """What the gang scheduler does: a Binding of the pod to ``node``."""
+    body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name_of(pod)},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+    kube.core.create_namespaced_pod_binding(name_of(pod), pod["metadata"]["namespace"], body, _preload_content=False)
+
+
+def schedule_released(kube: Kube, ns: str, skip: tuple[str, ...] = ()) -> None:
+    """Bind every released, unbound member to its planned node, except the members named in ``skip``."""
+    for pod in kube.pods(ns):
+        if not gated(pod) and planned(pod) and not pod["spec"].get("nodeName") and name_of(pod) not in skip:
+            bind(kube, pod, str(planned(pod)))
+
+
+def ordinary(kube: Kube, name: str, cpu: str, node: str | None = None) -> None:
+    """A pod of the default scheduler in namespace ``web`` (no gang), optionally only fitting ``node``."""
+    spec: Obj = {"containers": [{"name": "web", "image": "nginx", "resources": {"requests": {"cpu": cpu}}}]}
+    if node:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    kube.core.create_namespaced_pod(WEB, {"metadata": {"name": name}, "spec": spec})
+    wait_for(lambda: kube.core.read_namespaced_pod(name, WEB).spec.node_name, TIMEOUT, f"web/{name} bound")
+
+
+def job(kube: Kube, ns: str, name: str) -> list[Obj]:
+    return kube.pods(ns, f"{JOB_NAME}={name}")
+
+
+def uids(pods: list[Obj]) -> set[str]:
+    return {p["metadata"]["uid"] for p in pods}
+
+
+def metric(controller: Controller, name: str, **labels: str) -> float:
+    value = controller.metrics.registry.get_sample_value(name, labels)
+    return value or 0.0
+
+
+# --- stranded releases -----------------------------------------------------------------------------------------
+
+
+def test_a_gang_stranded_by_another_schedulers_pod_is_evicted_and_starts_whole_later(
+        kube: Kube, ns: str, controller: Controller) -> None:
+    """PyTorchJob 1 + 3 of 3 cpu on four 4-cpu nodes: one member per node. Released; the master binds; before
+    worker-0 binds, an ordinary 2-cpu pod lands on worker-0's planned node (4 - 2 = 2 < 3): worker-0 can never bind
+    there. The gang never ran whole: it is evicted (all four deleted), the training operator recreates them through
+    admission (gated), they wait while the ordinary pod runs (only three nodes have 3 cpu), and start whole once it
+    is gone."""
+    kube.create(ns, torch_job("strand", 3, "3"))
+    first = wait_for(lambda: (pods := job(kube, ns, "strand")) and len(pods) == 4
+                     and all(not gated(p) and planned(p) for p in pods) and pods, TIMEOUT, lambda: f"all four released; pods: {describe(job(kube, ns, 'strand'))}")
+    master = next(p for p in first if "master" in name_of(p))
+    worker = next(p for p in first if name_of(p).endswith("worker-0"))
+    bind(kube, master, str(planned(master)))
+    ordinary(kube, "intruder", "2", node=str(planned(worker)))
+
+    assert wait_event(kube, ns, "PyTorchJob", "strand", "GangEvicted")
+    replaced = wait_for(lambda: (pods := job(kube, ns, "strand")) and len(pods) == 4
+                        and not uids(pods) & uids(first) and all(gated(p) for p in pods) and pods, TIMEOUT,
+                        lambda: f"four new gated members; pods: {describe(job(kube, ns, 'strand'))}")
+    assert metric(controller, "kubenexus_controller_gang_evictions_total", reason="unplaceable") == 1
+    assert wait_event(kube, ns, "PyTorchJob", "strand", "GangInsufficientCapacity")
+    stays(lambda: all(gated(p) for p in job(kube, ns, "strand")), "no room for four 3-cpu members: all gated")
+
+    kube.core.delete_namespaced_pod("intruder", "web", grace_period_seconds=0)
+    wait_for(lambda: all(not gated(p) for p in job(kube, ns, "strand")), TIMEOUT, "the new members released")
+    schedule_released(kube, ns)
+    pods = wait_for(lambda: (pods := job(kube, ns, "strand")) and all(running(p) for p in pods) and pods, TIMEOUT,
+                    "the gang running whole")
+    assert uids(pods) == uids(replaced) and sorted(p["spec"]["nodeName"] for p in pods) == NODES
+
+
+def test_a_member_that_never_binds_evicts_its_half_started_gang_after_the_bind_timeout(
+        kube: Kube, ns: str, controller: Controller) -> None:
+    """Released 1 + 1 (1 cpu each); the gang scheduler binds the master but never worker-0: past the bind timeout
+    the running master goes too, and the job comes back gated."""
+    kube.create(ns, torch_job("slow", 1, "1"))
+    first = wait_for(lambda: (pods := job(kube, ns, "slow")) and len(pods) == 2
+                     and all(not gated(p) for p in pods) and pods, TIMEOUT, "both released")
+    released = time.monotonic()
+    schedule_released(kube, ns, skip=("slow-worker-0",))
+    wait_for(lambda: any(running(p) for p in job(kube, ns, "slow")), TIMEOUT, "the master running")
+    [message] = wait_event(kube, ns, "PyTorchJob", "slow", "GangEvicted")
+    waited = time.monotonic() - released
+    assert BIND_TIMEOUT - 1 < waited < BIND_TIMEOUT + 10, f"evicted {waited:.1f}s after the release"
+    assert "slow-worker-0 was released" in message and "still not bound" in message
+    assert metric(controller, "kubenexus_controller_gang_evictions_total", reason="bind-timeout") == 1
+    wait_for(lambda: (pods := job(kube, ns, "slow")) and not uids(pods) & uids(first), TIMEOUT, "new members")
+
+
+# --- a member released by someone else --------------------------------------------------------------------------
+
+
+def test_an_admin_releasing_one_member_of_a_gang_that_never_fits_does_not_release_the_rest(
+        kube: Kube, ns: str, controller: Controller) -> None:
+    """PyTorchJob 1 + 2 of 6 cpu: no 4-cpu node holds one member, the gang never fits. An admin (allowed to remove
+    the gate) releases worker-0. The controller must not take that as the signal to release the rest: worker-0 is
+    deleted and comes back through admission, gated; the gang stays known (never-fits) and fully gated."""
+    kube.create(ns, torch_job("huge", 2, "6"))
+    wait_for(lambda: len(job(kube, ns, "huge")) == 3, TIMEOUT, "three members")
+    assert wait_event(kube, ns, "PyTorchJob", "huge", "GangNeverFits")
+    worker = next(p for p in job(kube, ns, "huge") if name_of(p).endswith("worker-0"))
+    index = [g["name"] for g in worker["spec"]["schedulingGates"]].index(GATE)
+    kube.core.patch_namespaced_pod(name_of(worker), ns, [{"op": "remove", "path": f"/spec/schedulingGates/{index}"}])
+
+    def replaced() -> bool:
+        pods = job(kube, ns, "huge")
+        assert all(gated(p) for p in pods if name_of(p) != name_of(worker)), f"others released: {describe(pods)}"
+        return len(pods) == 3 and all(gated(p) for p in pods) and worker["metadata"]["uid"] not in uids(pods)
+
+    wait_for(replaced, TIMEOUT, lambda: f"worker-0 recreated gated; pods: {describe(job(kube, ns, 'huge'))}")
+    assert metric(controller, "kubenexus_controller_member_evictions_total", reason="escaped") == 1
+    stays(lambda: all(gated(p) for p in job(kube, ns, "huge")) and len(job(kube, ns, "huge")) == 3,
+          "the gang stays whole and gated")
+    assert controller.last_cycle is not None
+    assert [d.decision for d in controller.last_cycle.gangs if d.key[0] == ns] == ["never-fits"]
+
+
+# --- members that escaped admission --------------------------------------------------------------------------------
+
+
+def test_members_that_escaped_admission_are_counted_when_bound_and_recreated_when_not(
+        kube: Kube, ns: str, controller: Controller, webhook: LocalWebhook) -> None:
+    """PyTorchJob 1 + 3 of 3 cpu, gated, waiting: ordinary 2-cpu pods fill every node (4 - 2 = 2 < 3). Admission goes
+    down and two gated members are deleted: their operator recreates them without gate or gang labels, and with no
+    room they stay unbound. The controller finds them (their root is opted in) and deletes them; while admission is
+    down they come back escaped, and are held back (not deleted over and over); once admission is back they return
+    gated. Two nodes are then freed: two members escape again and run there (admission down once more) — they are
+    counted in their gang, which the controller completes on the other two nodes when those free up."""
+    admission = client.AdmissionregistrationV1Api(kube.api_client)
+    for i, node in enumerate(NODES):
+        ordinary(kube, f"filler-{i}", "2", node=node)
+    kube.create(ns, torch_job("esc", 3, "3"))
+    wait_for(lambda: len(job(kube, ns, "esc")) == 4 and all(gated(p) for p in job(kube, ns, "esc")), TIMEOUT,
+             "four gated members")
+
+    def admission_down() -> None:
+        admission.delete_mutating_webhook_configuration("kubenexus-mutate")
+        admission.delete_validating_webhook_configuration("kubenexus-validate")
+
+    admission_down()
+    for pod in job(kube, ns, "esc")[:2]:
+        kube.core.delete_namespaced_pod(name_of(pod), ns, grace_period_seconds=0)
+    wait_for(lambda: metric(controller, "kubenexus_controller_escaped_pods_total", action="recreated") >= 2, TIMEOUT,
+             lambda: f"the escaped pods deleted; pods: {describe(job(kube, ns, 'esc'))}")
+    # recreated while admission is still down: escaped again, and held back for the backoff
+    wait_for(lambda: sum(1 for p in job(kube, ns, "esc") if GROUP not in p["metadata"]["labels"]) == 2, TIMEOUT,
+             "two escaped again")
+    stays(lambda: metric(controller, "kubenexus_controller_escaped_pods_total", action="recreated") == 2,
+          "re-escaped pods are not deleted again at once", seconds=2.0)
+    register(admission, webhook)
+    wait_for(lambda: len(pods := job(kube, ns, "esc")) == 4 and all(gated(p) and GROUP in p["metadata"]["labels"]
+                                                                    for p in pods), TIMEOUT,
+             lambda: f"all four gated again; pods: {describe(job(kube, ns, 'esc'))}")
+
+    # now two members escape onto freed nodes and run there; the other two nodes free up too
+    admission_down()
+    for i in (2, 3):
+        kube.core.delete_namespaced_pod(f"filler-{i}", WEB, grace_period_seconds=0)
+    for pod in [p for p in job(kube, ns, "esc") if "master" not in name_of(p)][:2]:
+        kube.core.delete_namespaced_pod(name_of(pod), ns, grace_period_seconds=0)
+    escaped = wait_for(lambda: [p for p in job(kube, ns, "esc") if running(p)] if sum(
+        running(p) for p in job(kube, ns, "esc")) == 2 else None, TIMEOUT, "two escaped members running")
+    register(admission, webhook)
+    for i in (0, 1):
+        kube.core.delete_namespaced_pod(f"filler-{i}", WEB, grace_period_seconds=0)
+    wait_for(lambda: all(not gated(p) for p in job(kube, ns, "esc")), TIMEOUT,
+             lambda: f"the gated two released around the joined two; pods: {describe(job(kube, ns, 'esc'))}")
+    assert metric(controller, "kubenexus_controller_escaped_pods_total", action="joined") == 2
+    schedule_released(kube, ns)
+    pods = wait_for(lambda: (pods := job(kube, ns, "esc")) and len(pods) == 4 and all(running(p) for p in pods)
+                    and pods, TIMEOUT, "the gang running whole")
+    assert uids(escaped) <= uids(pods), "the escaped members kept running, counted in their gang"
+    assert all(GROUP in p["metadata"]["labels"] for p in pods)
+    assert sorted(p["spec"]["nodeName"] for p in pods) == NODES
+    assert all(PLANNED not in (p["metadata"].get("annotations") or {}) for p in escaped)
+    assert metric(controller, "kubenexus_controller_gang_evictions_total", reason="incomplete") == 0
