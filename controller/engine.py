@@ -129,6 +129,10 @@ class _Gang:
     apart: bool = False  # some member keeps the others off its node (required pod anti-affinity)
     live: list[PodView] = field(default_factory=list)  # neither finished nor on their way out
     started: bool | None = None  # some member released (see Engine._started), once computed
+    # Members that may be stuck (released and unbound, or rejected) and that escaped (loose), once computed: both
+    # change only with a member, which makes a new view.
+    suspects: list[PodView] | None = None
+    loose: list[Stuck] | None = None
 
     def late(self, pod: PodView) -> bool:
         """A member created after the first stage: it does not announce the expected members."""
@@ -381,7 +385,7 @@ class Engine:
                 del cache[key]
         self.integrity.prune(lambda uid: uid in self.state.pods)
         evictions = [self._evict(gang, loose, whole_gang=False) for gang in map(self._gang, list(self.state.gangs))
-                     if gang and (loose := [s for p in gang.members if (s := self.integrity.loose(p))])]
+                     if gang and (loose := self._loose(gang))]
         gangs = [g for g in map(self._gang, list(self.state.gangs)) if g]
         held = self._held(gangs, now)
         if held != self._held_seen:
@@ -442,7 +446,14 @@ class Engine:
     # --- keeping released gangs whole ------------------------------------------------------------------
 
     def _stuck(self, gang: _Gang, now: float) -> list[Stuck]:
-        return [s for p in gang.members if (s := self.integrity.stuck(p, now) or self.integrity.rejected(p))]
+        if gang.suspects is None:
+            gang.suspects = [p for p in gang.members if p.uid in self.state.released_at or p.rejected]
+        return [s for p in gang.suspects if (s := self.integrity.stuck(p, now) or self.integrity.rejected(p))]
+
+    def _loose(self, gang: _Gang) -> list[Stuck]:
+        if gang.loose is None:
+            gang.loose = [s for p in gang.members if (s := self.integrity.loose(p))]
+        return gang.loose
 
     def _evict(self, gang: _Gang, stuck: Sequence[Stuck], whole_gang: bool) -> Eviction:
         """Delete the stuck members or, ``whole_gang``, every member that has not succeeded; forget what the gang

@@ -106,7 +106,10 @@ def report(cycle: Cycle, ungated: list[Obj]) -> Obj:
     gangs = [{"namespace": d.key[0], "name": d.key[1], "decision": d.decision, "reason": d.reason,
               "plan": dict(sorted(d.plan.items())), "released": sorted(d.released)}
              for d in sorted(cycle.gangs, key=lambda d: (d.key[0], d.key[1], d.key[2]))]
-    return {"gangs": gangs, "ungated": ungated}
+    deleted = [{"namespace": e.key[0], "gang": e.key[1], "whole_gang": e.whole_gang, "reason": e.reason,
+                "message": e.message, "pods": sorted(p.name for p in e.pods)}
+               for e in sorted(cycle.evictions, key=lambda e: (e.key[0], e.key[1]))]
+    return {"gangs": gangs, "ungated": ungated, "deleted": deleted}
 
 
 def _text(result: Obj) -> str:
@@ -117,6 +120,11 @@ def _text(result: Obj) -> str:
             lines.append(f"    {pod} → {node or '(unpinned)'}")
     for pod in result["ungated"]:
         lines.append(f"{pod['namespace']}/{pod['name']}: not a gang member, released — {pod['reason']}")
+    for eviction in result["deleted"]:  # a whole gang's reason is its decision's, printed above
+        what = "the whole gang:" if eviction["whole_gang"] else "member(s)"
+        why = "" if eviction["whole_gang"] else f" — {eviction['message']}"
+        lines.append(f"{eviction['namespace']}/{eviction['gang']}: deletes {what} {', '.join(eviction['pods'])} "
+                     f"({eviction['reason']}){why}")
     return "\n".join(lines) if lines else "no gang members in the snapshot"
 
 

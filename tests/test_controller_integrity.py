@@ -16,7 +16,7 @@ from controller.engine import EVICT, RELEASE, RUNNING, WAIT, Cycle, Engine
 from controller.state import ClusterState
 from gang.config import Config
 from tests.contract import EXPECTED, GROUP, MIN, OWNER_UID
-from tests.test_controller_state import PLANNED, node, pod
+from tests.test_controller_state import node, pod
 
 T0 = datetime.datetime(2026, 11, 22, 10, 0, tzinfo=datetime.UTC)
 START = T0.timestamp()

@@ -157,7 +157,8 @@ def test_a_gang_stranded_by_another_schedulers_pod_is_evicted_and_starts_whole_l
     is gone."""
     kube.create(ns, torch_job("strand", 3, "3"))
     first = wait_for(lambda: (pods := job(kube, ns, "strand")) and len(pods) == 4
-                     and all(not gated(p) and planned(p) for p in pods) and pods, TIMEOUT, lambda: f"all four released; pods: {describe(job(kube, ns, 'strand'))}")
+                     and all(not gated(p) and planned(p) for p in pods) and pods, TIMEOUT,
+                     lambda: f"all four released; pods: {describe(job(kube, ns, 'strand'))}")
     master = next(p for p in first if "master" in name_of(p))
     worker = next(p for p in first if name_of(p).endswith("worker-0"))
     bind(kube, master, str(planned(master)))

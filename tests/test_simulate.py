@@ -39,6 +39,7 @@ RUNS = [
     ("priority.yaml", NOW), ("never-fits.yaml", "2026-11-22T09:05:00Z"), ("starvation.yaml", "2026-11-22T09:02:00Z"),
     ("starvation.yaml", "2026-11-22T09:06:00Z"), ("unbound.yaml", NOW), ("nominated.yaml", NOW),
     ("certifiable.yaml", NOW), ("anti-affinity.yaml", NOW), ("waiting.yaml", NOW), ("unresolved.yaml", NOW),
+    ("stranded.yaml", NOW),
 ]
 
 
@@ -74,7 +75,7 @@ def output(scenario: str, now: str = NOW) -> dict[str, Any]:
 def simulate(scenario: str, now: str = NOW) -> dict[str, dict[str, Any]]:
     """The gangs ``kubenexus simulate --json`` reports, by name (names are unique within each scenario)."""
     result = output(scenario, now)
-    assert set(result) == {"gangs", "ungated"}
+    assert set(result) == {"gangs", "ungated", "deleted"}
     gangs = {gang["name"]: gang for gang in result["gangs"]}
     assert len(gangs) == len(result["gangs"])
     for gang in result["gangs"]:
@@ -507,6 +508,20 @@ def test_released_but_unbound_members_keep_their_capacity():
     assert_released(gangs["third"], third)
     check_plan(gangs["third"]["plan"], demand(third, R(cpu=1000, mem=2 * GI)), free)
     assert sorted(gangs["third"]["plan"].values()) == ["res-a", "res-b"]  # 1000 // 1000 = 1 per node
+
+
+def test_a_gang_stranded_by_another_schedulers_pod_is_evicted_whole():
+    gangs = simulate("stranded.yaml")
+    # first-worker-0 (3 cpu, 6Gi) was released onto res-a; an ordinary pod of 2 cpu, 1Gi bound there since:
+    # 4 - 2 = 2 cpu < 3, while 16Gi - 1Gi is enough memory. first-worker-1 runs on res-b: the gang never ran whole.
+    reason = "first-worker-0 was released onto node res-a and needs 3 cpu, 6Gi memory; the pods bound there since " \
+             "leave only 2 cpu"
+    assert (gangs["first"]["decision"], gangs["first"]["reason"]) == ("evict", reason)
+    assert output("stranded.yaml")["deleted"] == [{
+        "namespace": "ml", "gang": "first", "whole_gang": True, "reason": "unplaceable", "message": reason,
+        "pods": members("stranded.yaml", "first")}]
+    text = run_cli(str(SCENARIOS / "stranded.yaml"), "--now", NOW).stdout
+    assert "ml/first: deletes the whole gang: first-worker-0, first-worker-1 (unplaceable)" in text
 
 
 def test_nominated_pods_of_at_least_the_gang_priority_take_capacity():
