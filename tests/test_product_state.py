@@ -241,6 +241,17 @@ def test_a_pod_without_root_cannot_claim_a_gang(webhook, apiserver):
     assert_refused(response, OWNER, "none (the pod has no root object)")
 
 
+def test_a_pod_without_root_cannot_claim_a_gang_while_its_namespace_cannot_be_read(start_webhook, apiserver):
+    """The namespace read fails (the pass is UNRESOLVED): a pod without owner references never had a member pass
+    that wrote owner keys, so they are refused even in the shape such a pass leaves."""
+    ns = fresh_namespace(apiserver)
+    apiserver.fail({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}, 503)
+    pod = make_pod({GROUP: "train", MIN: "4"}, {OWNER: "kubeflow.org/v1/PyTorchJob/x", OWNER_UID: "uid-of-the-victim"})
+    response, after = admission(start_webhook(apiTimeoutSeconds=1.5), pod, ns)
+    assert after is None
+    assert_refused(response, OWNER, "cannot be verified now")
+
+
 @pytest.mark.parametrize("key", [OWNER, OWNER_UID, EXPECTED])
 def test_a_pod_left_alone_cannot_carry_state(webhook, apiserver, key):
     ns = fresh_namespace(apiserver)

@@ -69,9 +69,11 @@ def member_state(decision: Decision) -> dict[str, str]:
 
 
 def _left_by_a_member_pass(pod: Obj) -> bool:
-    """The owner keys as a member pass of admission leaves them: the gang label, owner and owner-uid together."""
-    annotations = meta_map(pod, "annotations")
-    return (keys.POD_GROUP_LABEL in meta_map(pod, "labels")
+    """The owner keys as a member pass of admission leaves them: on a pod with owner references (it had a root),
+    the gang label, owner and owner-uid together."""
+    annotations, metadata = meta_map(pod, "annotations"), pod.get("metadata")
+    return (isinstance(metadata, dict) and bool(metadata.get("ownerReferences"))
+            and keys.POD_GROUP_LABEL in meta_map(pod, "labels")
             and all(key in annotations for key in (keys.OWNER_ANNOTATION, keys.OWNER_UID_ANNOTATION)))
 
 
