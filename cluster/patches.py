@@ -124,6 +124,7 @@ _BUILTIN: dict[str, tuple[frozenset[str], Mapping[str, _Field]]] = {
     "StatefulSet": (frozenset({"apps"}), _WORKLOAD),
     "Deployment": (frozenset({"apps"}), _WORKLOAD),
     "PodDisruptionBudget": (frozenset({"policy"}), {"metadata": _META, "status": _STATUS_CONDITIONS}),
+    "NetworkPolicy": (frozenset({"networking.k8s.io"}), {"metadata": _META}),  # its lists have no merge keys
     "ServiceAccount": (frozenset({""}), {"metadata": _META, "secrets": _Field("name")}),
     "ClusterRole": (frozenset({"rbac.authorization.k8s.io"}), {"metadata": _META}),
     "ClusterRoleBinding": (frozenset({"rbac.authorization.k8s.io"}), {"metadata": _META}),

@@ -70,9 +70,14 @@ class Config:
         """Never touched: the system namespaces, the product's own, and the configured ones."""
         return namespace in SYSTEM_NAMESPACES or namespace == self.namespace or namespace in self.excluded_namespaces
 
+    @property
+    def controller_identity(self) -> str:
+        """The gate controller's ServiceAccount (deploy/base): after admission, the only writer of the product's
+        state on pods (keys.PRODUCT_STATE), whoever else ``gateRemovers`` lets remove the gate."""
+        return f"system:serviceaccount:{self.namespace}:kubenexus-controller"
+
     def may_remove_gate(self, username: str) -> bool:
-        removers = self.gate_removers or (f"system:serviceaccount:{self.namespace}:kubenexus-controller",)
-        return username in removers
+        return username in (self.gate_removers or (self.controller_identity,))
 
 
 def _str(value: Any, name: str) -> str:

@@ -37,6 +37,8 @@ class Decision:
     owner_uid: str = ""
     expected: tuple[ExpectedMember, ...] = ()
     unresolved: str = ""
+    # The owner walk failed on a pod an earlier pass made a member (reinvocation): its owner keys are kept unverified.
+    kept: bool = False
 
 
 # Outcomes where the pod simply is not a gang workload, and where something looks wrong.
@@ -140,7 +142,8 @@ class _Decider:
         if walk.outcome is Outcome.FAILED:
             if self.explicit_name and keys.OWNER_ANNOTATION in self.annotations:
                 # Reinvocation of a pod an earlier pass resolved: keep its gang, add no "unresolved" marker.
-                return self.finish(explicit, None)
+                decision = self.finish(explicit, None)
+                return replace(decision, kept=True) if decision.action is Action.GANG else decision
             return self.unresolved(walk.detail)
         if walk.outcome is not Outcome.ROOT:
             if not self.explicit_name:

@@ -39,6 +39,18 @@ PLANNED_NODE_ANNOTATION = "scheduling.kubenexus.io/planned-node"
 # JSON list of node names, one per expected member in annotation order: their reserved slots.
 RESERVED_NODES_ANNOTATION = "scheduling.kubenexus.io/reserved-nodes"
 
+# The product's own state on member pods: written only by admission (at CREATE: owner, owner-uid,
+# expected-members, unresolved) and by the gate controller's identity (the rest, and everything after
+# creation). The webhooks refuse anyone else's create or change of these (webhook/validate.py, webhook/mutate.py).
+PRODUCT_STATE = (
+    OWNER_ANNOTATION,
+    OWNER_UID_ANNOTATION,
+    EXPECTED_MEMBERS_ANNOTATION,
+    UNRESOLVED_ANNOTATION,
+    PLANNED_NODE_ANNOTATION,
+    RESERVED_NODES_ANNOTATION,
+)
+
 # Everything admission may write on a pod (the mutation diff looks at these keys only).
 WRITTEN_LABELS = (POD_GROUP_LABEL, POD_GROUP_MIN_LABEL)
 WRITTEN_ANNOTATIONS = (

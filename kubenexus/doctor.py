@@ -112,9 +112,10 @@ def _webhook_entries(cluster: Cluster, config: Config) -> tuple[list[Finding], l
                                     "apply the manifests again (kubectl apply -k deploy/...)"))
             continue
         webhooks = obj.get("webhooks") or []
-        findings.append(Finding(True, "webhook configurations", f"{kind} {name}: "
-                                f"{len(webhooks)} webhook(s), failurePolicy "
-                                f"{', '.join(sorted({w.get('failurePolicy', 'Fail') for w in webhooks}))}"))
+        # one entry per scope, each with its failure policy (deploy/base/webhookconfigurations.yaml)
+        findings.append(Finding(True, "webhook configurations", f"{kind} {name}: {len(webhooks)} webhook(s): "
+                                + ", ".join(f"{w.get('name')} (failurePolicy {w.get('failurePolicy', 'Fail')})"
+                                            for w in webhooks)))
         entries += [(kind, w) for w in webhooks]
     return findings, entries
 

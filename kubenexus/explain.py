@@ -61,6 +61,7 @@ def explain(pod: dict[str, Any], objects: list[dict[str, Any]], namespace: str |
     assert admission is not None  # a pod CREATE always gets an answer
     return {
         "allowed": admission.review["response"]["allowed"],
+        "denial": admission.denial,
         "action": admission.decision.action.value,
         "patch": admission.patch,
         "pod": admission.pod,
@@ -71,6 +72,8 @@ def explain(pod: dict[str, Any], objects: list[dict[str, Any]], namespace: str |
 
 def _print_text(result: dict[str, Any]) -> None:
     print(f"decision: {result['action']} (allowed: {str(result['allowed']).lower()})")
+    if result["denial"]:
+        print(f"denied: {result['denial']}")
     print("reasons:")
     for reason in result["reasons"]:
         print(f"  - {reason}")
@@ -81,6 +84,9 @@ def _print_text(result: dict[str, Any]) -> None:
     print("patch:" + (" (none)" if not result["patch"] else ""))
     for op in result["patch"]:
         print(f"  {json.dumps(op)}")
+    if result["denial"]:
+        print("pod after admission: (none: the apiserver refuses the create)")
+        return
     print("pod after admission:")
     print(yaml.safe_dump(result["pod"], sort_keys=False).rstrip())
 

@@ -76,18 +76,20 @@ def raw(cluster: LocalCluster) -> Iterator[Any]:
 def install(kube: client.ApiClient, name: str, url: str = "https://127.0.0.1:9/x", ca_bundle: str = "") -> None:
     """Both webhook configurations called ``name``, as the manifests create them (no caBundle yet).
 
-    The mutating one has two entries, so "every entry is patched" is checked. Only pods labelled
-    ``certs-test: <name>`` reach them, so the tests' configurations never meet each other's pods.
+    As shipped, one entry per scope: two in the mutating one, three in the validating one, so "every entry is
+    patched" is checked. Only pods labelled ``certs-test: <name>`` reach them, so the tests' configurations never
+    meet each other's pods.
     """
     adm = client.AdmissionregistrationV1Api(kube)
     selector = {"matchLabels": {"certs-test": name}}
     mutating = webhook_configuration("Mutating", name, f"{url}/mutate", ca_bundle, object_selector=selector)
-    second = {**mutating["webhooks"][0], "name": f"second.{name}.kubenexus.io"}
-    mutating["webhooks"].append(second)
+    validating = webhook_configuration("Validating", name, f"{url}/validate", ca_bundle, object_selector=selector,
+                                       operations=("CREATE", "UPDATE"))
+    for configuration, scopes in ((mutating, ("enabled",)), (validating, ("enabled", "roots"))):
+        configuration["webhooks"] += [{**configuration["webhooks"][0], "name": f"{scope}.{name}.kubenexus.io"}
+                                      for scope in scopes]
     adm.create_mutating_webhook_configuration(mutating)
-    adm.create_validating_webhook_configuration(
-        webhook_configuration("Validating", name, f"{url}/validate", ca_bundle, object_selector=selector,
-                              operations=("CREATE", "UPDATE")))
+    adm.create_validating_webhook_configuration(validating)
 
 
 def new_target(kube: client.ApiClient, **extra: Any) -> ens.Target:
@@ -142,7 +144,7 @@ def assert_consistent(kube: client.ApiClient, target: ens.Target, now: datetime.
     assert ca in bundle and any(ens.signed_by(serving, c) for c in bundle)
     wanted = base64.b64encode(data[ens.CA_BUNDLE]).decode()
     bundles = config_bundles(kube, target)
-    assert bundles["mutating"] == [wanted, wanted] and bundles["validating"] == [wanted]
+    assert bundles["mutating"] == [wanted] * 2 and bundles["validating"] == [wanted] * 3
     assert ens.ANNOTATION_PUBLISHED in annotations
 
 
@@ -212,7 +214,7 @@ def test_drift_is_repaired(kube, raw) -> None:
     stranger = base64.b64encode(new_ca("someone-else", *_window())[0].public_bytes(
         Encoding.PEM)).decode()
     validating = adm.read_validating_webhook_configuration(target.webhook_configuration)
-    validating.webhooks[0].client_config.ca_bundle = stranger
+    validating.webhooks[2].client_config.ca_bundle = stranger
     adm.replace_validating_webhook_configuration(target.webhook_configuration, validating)
     adm.patch_mutating_webhook_configuration(target.webhook_configuration, [
         {"op": "remove", "path": "/webhooks/1/clientConfig/caBundle"}])

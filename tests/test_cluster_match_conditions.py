@@ -13,9 +13,11 @@ import json
 import re
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -23,14 +25,15 @@ from cluster.crds import crd_manifest
 from cluster.local import LocalCluster
 from kubenexus.local_webhook import webhook_configuration
 from tests.conftest import Webhook
-from tests.contract import GATE, GROUP, MIN, OPT_IN
+from tests.contract import GATE, GROUP, MIN, OPT_IN, PLANNED_NODE
 
 WEBHOOK_IDENTITY = "system:serviceaccount:kubenexus-system:kubenexus-webhook"
-# The product's condition (deploy conventions): only pods with owner references or gang labels are sent.
-GANG_PODS = ("has(object.metadata.ownerReferences) || (has(object.metadata.labels) && "
-             "'pod-group.scheduling.kubenexus.io/name' in object.metadata.labels) || "
-             "(has(object.metadata.annotations) && "
-             "'pod-group.scheduling.sigs.k8s.io/name' in object.metadata.annotations)")
+SHIPPED = [doc for doc in yaml.safe_load_all(
+    (Path(__file__).resolve().parent.parent / "deploy/base/webhookconfigurations.yaml").read_text()) if doc]
+# The product's pod condition, as shipped: pods with owner references, gang labels or any scheduling.kubenexus.io/
+# annotation are sent.
+[GANG_PODS] = {c["expression"] for doc in SHIPPED if doc["kind"] == "MutatingWebhookConfiguration"
+               for hook in doc["webhooks"] for c in hook["matchConditions"]}
 SPARK_CRD = crd_manifest("sparkoperator.k8s.io", "v1beta2", "SparkApplication", "sparkapplications")
 Obj = dict[str, Any]
 
@@ -150,6 +153,20 @@ def test_a_pod_with_only_a_gang_label_is_sent(kube, webhook, register, label):
     assert calls(webhook, "mutate") >= before + 1
 
 
+def test_a_bare_pod_with_one_of_our_annotations_is_sent_and_refused(kube, webhook, register, label):
+    """No owner, no gang labels, but a planned-node: the controller would hold that node's room for it. The shipped
+    condition sends it (to both webhooks), and the validating one refuses it."""
+    register([{"name": "gang-pods", "expression": GANG_PODS}])
+    register([{"name": "gang-pods", "expression": GANG_PODS}], kind="Validating", operations=("CREATE", "UPDATE"))
+    before = calls(webhook, "mutate"), calls(webhook, "validate")
+    forged = pod(f"forged-{label}", label)
+    forged["metadata"]["annotations"] = {PLANNED_NODE: "node-1"}
+    with pytest.raises(ApiException) as failed:
+        client.CoreV1Api(kube).create_namespaced_pod("default", forged)
+    assert failed.value.status == 403 and PLANNED_NODE in json.loads(failed.value.body)["message"]
+    assert (calls(webhook, "mutate"), calls(webhook, "validate")) == (before[0] + 1, before[1] + 1)
+
+
 def test_every_condition_must_be_true(kube, webhook, register, label):
     """One of two conditions false: the webhook is skipped although the other holds."""
     register([{"name": "gang-pods", "expression": GANG_PODS},
@@ -250,6 +267,22 @@ def test_invalid_match_conditions_are_rejected_on_create(kube, tls, kind, condit
     assert rejected.value.status == 422 and status["reason"] == "Invalid"
     assert status["message"].startswith(f'{kind}WebhookConfiguration.admissionregistration.k8s.io "')
     assert error in status["message"]
+
+
+def test_the_shipped_configurations_are_accepted(kube, tls):
+    """Every entry of deploy/base's configurations, conditions included, compiles as the apiserver checks them."""
+    admission = client.AdmissionregistrationV1Api(kube)
+    for doc in SHIPPED:
+        body = json.loads(json.dumps(doc))
+        body["metadata"]["name"] = f"shipped-{uuid.uuid4().hex[:6]}"
+        for hook in body["webhooks"]:
+            hook["clientConfig"] = {"url": "https://127.0.0.1:1/x", "caBundle": tls.ca_bundle_b64()}
+        if doc["kind"] == "MutatingWebhookConfiguration":
+            admission.create_mutating_webhook_configuration(body)
+            admission.delete_mutating_webhook_configuration(body["metadata"]["name"])
+        else:
+            admission.create_validating_webhook_configuration(body)
+            admission.delete_validating_webhook_configuration(body["metadata"]["name"])
 
 
 def test_macros_bind_their_variable_and_valid_conditions_are_accepted(kube, tls):

@@ -11,6 +11,7 @@ documented order (UNINSTALL), after which nothing of ours may be left.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -118,6 +119,8 @@ BASE_OBJECTS = {
     ("PodDisruptionBudget", NAMESPACE, "kubenexus-controller"),
     ("MutatingWebhookConfiguration", "", "kubenexus-gang-admission"),
     ("ValidatingWebhookConfiguration", "", "kubenexus-gang-admission"),
+    ("NetworkPolicy", NAMESPACE, "kubenexus-webhook"),
+    ("NetworkPolicy", NAMESPACE, "kubenexus-controller"),
 }
 RBAC_KINDS = ("ClusterRole", "Role")
 WEBHOOK_CERTS_RBAC = {(kind, NAMESPACE, "kubenexus-webhook-certs") for kind in ("Role", "RoleBinding")}
@@ -429,6 +432,36 @@ def test_service_reaches_the_webhook(rendered: dict[str, list[Obj]]) -> None:
     assert {"name": "https", "containerPort": 8443, "protocol": "TCP"} in container(deployment)["ports"]
 
 
+@pytest.mark.parametrize("name", ["kubenexus-webhook", "kubenexus-controller"])
+def test_network_policies(rendered: dict[str, list[Obj]], name: str) -> None:
+    """Each component's pods accept ingress only on the port they serve (TCP), from any source (the apiserver is
+    not a pod and its address is not portable); the other component's pods are not selected by its policy. The
+    local cluster stores NetworkPolicies but enforces none: this checks the manifest."""
+    objects = rendered["base"]
+    config = load_config(None, {})
+    policy = one(objects, "NetworkPolicy", name)["spec"]
+    selector = selector_from_dict(policy["podSelector"])
+    for deployment in (o for o in objects if o["kind"] == "Deployment"):
+        selected = selector.matches(deployment["spec"]["template"]["metadata"]["labels"])
+        assert selected is (deployment["metadata"]["name"] == name), deployment["metadata"]["name"]
+    assert policy["policyTypes"] == ["Ingress"], "egress stays open: both components call the apiserver"
+    [rule] = policy["ingress"]
+    assert "from" not in rule, "any source: the rule says how to narrow it"
+    [opened] = rule["ports"]
+    assert set(opened) == {"protocol", "port"} and opened["protocol"] == "TCP"
+    # the port resolves to the container port the component serves on, which is the configured one
+    main = container(one(objects, "Deployment", name))
+    ports = {p["name"]: p["containerPort"] for p in main["ports"]}
+    wanted = config.port if name == "kubenexus-webhook" else config.controller_port
+    assert ports.get(opened["port"], opened["port"]) == wanted
+    # and every port something reaches the pods on: the probes, the Service (webhook)
+    reached = {http_probe(main, probe)[1] for probe in ("livenessProbe", "readinessProbe")}
+    if name == "kubenexus-webhook":
+        target = one(objects, "Service", name)["spec"]["ports"][0]["targetPort"]
+        reached.add(ports.get(target, target))
+    assert reached == {wanted}
+
+
 # --- the configuration -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("variant, difference", [
@@ -450,12 +483,27 @@ def test_configuration(rendered: dict[str, list[Obj]], variant: str, difference:
 
 # --- webhook configurations ------------------------------------------------------------------------------------
 
+CONFIGURATION_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+# Every webhook entry: its configuration, endpoint, the namespaces it serves (by the kubenexus.io/gang-scheduling
+# label) and its failure policy (the comment at the top of deploy/base/webhookconfigurations.yaml).
+ENTRIES = {
+    "mutate.kubenexus.io": ("MutatingWebhookConfiguration", "/mutate", "elsewhere", "Ignore"),
+    "mutate-enabled.kubenexus.io": ("MutatingWebhookConfiguration", "/mutate", "enabled", "Fail"),
+    "validate.kubenexus.io": ("ValidatingWebhookConfiguration", "/validate", "elsewhere", "Ignore"),
+    "validate-enabled.kubenexus.io": ("ValidatingWebhookConfiguration", "/validate", "enabled", "Fail"),
+    "validate-roots.kubenexus.io": ("ValidatingWebhookConfiguration", "/validate", "not disabled", "Ignore"),
+}
+ROOTS = "validate-roots.kubenexus.io"
+
+
 def webhooks(objects: list[Obj]) -> dict[str, Obj]:
+    """Every webhook entry of both configurations, by name (names are unique within a configuration)."""
     found = {}
-    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
-        configuration = one(objects, kind, "kubenexus-gang-admission")
-        assert len(configuration["webhooks"]) == 1
-        found[kind] = configuration["webhooks"][0]
+    for kind in CONFIGURATION_KINDS:
+        for hook in one(objects, kind, "kubenexus-gang-admission")["webhooks"]:
+            assert hook["name"] not in found, f"duplicate webhook name {hook['name']}"
+            assert ENTRIES.get(hook["name"], (None,))[0] == kind, hook["name"]
+            found[hook["name"]] = hook
     return found
 
 
@@ -471,21 +519,20 @@ def test_webhook_configurations(rendered: dict[str, list[Obj]], variant: str) ->
     objects = rendered[variant]
     service = one(objects, "Service", "kubenexus-webhook")
     routes = {rule.rule: rule.methods for rule in create_app(Config(), None, lambda: (True, "")).url_map.iter_rules()}
-    expected = {"MutatingWebhookConfiguration": ("mutate.kubenexus.io", "/mutate"),
-                "ValidatingWebhookConfiguration": ("validate.kubenexus.io", "/validate")}
-    for kind, hook in webhooks(objects).items():
-        name, path = expected[kind]
-        assert hook["name"] == name
+    hooks = webhooks(objects)
+    assert set(hooks) == set(ENTRIES)
+    for name, hook in hooks.items():
+        kind, path, _, policy = ENTRIES[name]
         assert hook["admissionReviewVersions"] == ["v1"]
         assert hook["sideEffects"] == "None"
         assert 1 <= hook["timeoutSeconds"] <= 10
-        assert hook["failurePolicy"] == "Ignore"  # see the comment in webhookconfigurations.yaml
+        assert hook["failurePolicy"] == policy  # see the comment in webhookconfigurations.yaml
         assert hook.get("reinvocationPolicy") == ("IfNeeded" if kind.startswith("Mutating") else None)
         assert hook["clientConfig"]["service"] == {"name": service["metadata"]["name"], "namespace": NAMESPACE,
                                                    "path": path, "port": service["spec"]["ports"][0]["port"]}
         assert "url" not in hook["clientConfig"] and "caBundle" not in hook["clientConfig"]
         assert "POST" in routes[path]
-        assert hook["matchConditions"], "only pods that can be gang members reach the webhook"
+        assert hook["matchConditions"], "only pods that can be gang members or carry our state reach the webhook"
         assert "objectSelector" not in hook
         for rule in hook["rules"]:
             assert rule["scope"] == "Namespaced" and "*" not in rule["resources"] and "*" not in rule["apiGroups"]
@@ -496,24 +543,38 @@ def test_webhook_configurations(rendered: dict[str, list[Obj]], variant: str) ->
             assert not selector.matches(namespace_labels(excluded))
             assert not selector.matches(namespace_labels(excluded, **{keys.GANG_SCHEDULING: keys.NAMESPACE_ENABLED}))
         assert not selector.matches(namespace_labels("team-a", **{keys.GANG_SCHEDULING: keys.NAMESPACE_DISABLED}))
-        assert selector.matches(namespace_labels("team-a"))
-        assert selector.matches(namespace_labels("team-a", **{keys.GANG_SCHEDULING: keys.NAMESPACE_ENABLED}))
-    hooks = webhooks(objects)
-    assert hooks["MutatingWebhookConfiguration"]["rules"] == [{
-        "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"],
-        "scope": "Namespaced"}]
-    covered = {(group, resource, operation) for rule in hooks["ValidatingWebhookConfiguration"]["rules"]
+    # Per scope: a pod request reaches exactly one entry of each configuration, Fail where the namespace is labelled
+    # enabled and Ignore elsewhere (also under autoInject: all); roots reach validate-roots (Ignore) in both.
+    scopes = {"enabled": namespace_labels("team-a", **{keys.GANG_SCHEDULING: keys.NAMESPACE_ENABLED}),
+              "elsewhere": namespace_labels("team-b"),
+              "other label value": namespace_labels("team-c", **{keys.GANG_SCHEDULING: "yes"})}
+    for scope, labels in scopes.items():
+        reached = {name for name, hook in hooks.items()
+                   if selector_from_dict(hook["namespaceSelector"]).matches(labels)}
+        pods = "enabled" if scope == "enabled" else "elsewhere"
+        assert reached == {name for name, entry in ENTRIES.items() if entry[2] in (pods, "not disabled")}, scope
+    # the two scopes of a configuration differ only in name, failure policy and the namespace label they select
+    for scoped, default in (("mutate-enabled.kubenexus.io", "mutate.kubenexus.io"),
+                            ("validate-enabled.kubenexus.io", "validate.kubenexus.io")):
+        def common(hook: Obj) -> Obj:
+            return {k: v for k, v in hook.items() if k not in ("name", "failurePolicy", "namespaceSelector")}
+
+        assert common(hooks[scoped]) == common(hooks[default])
+    pod_rule = {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "scope": "Namespaced"}
+    assert hooks["mutate.kubenexus.io"]["rules"] == [{**pod_rule, "operations": ["CREATE"]}]
+    assert hooks["validate.kubenexus.io"]["rules"] == [{**pod_rule, "operations": ["CREATE", "UPDATE"]}]
+    covered = {(group, resource, operation) for rule in hooks[ROOTS]["rules"]
                for group in rule["apiGroups"] for resource in rule["resources"] for operation in rule["operations"]}
-    roots = {(a.kind.group, a.kind.plural) for a in ADAPTERS} | {("", "pods")}
+    roots = {(a.kind.group, a.kind.plural) for a in ADAPTERS}
     assert covered == {(group, plural, op) for group, plural in roots for op in ("CREATE", "UPDATE")}
     annotations = {kind: one(objects, kind, "kubenexus-gang-admission")["metadata"].get("annotations", {})
-                   for kind in hooks}
-    if variant == "cert-manager":
+                   for kind in CONFIGURATION_KINDS}
+    if variant == "cert-manager":  # cainjector writes the CA into every entry of each configuration
         certificate = one(objects, "Certificate", "kubenexus-webhook")
         for found in annotations.values():
             assert found == {"cert-manager.io/inject-ca-from": f"{NAMESPACE}/{certificate['metadata']['name']}"}
     else:
-        assert annotations == {kind: {} for kind in hooks}
+        assert annotations == {kind: {} for kind in CONFIGURATION_KINDS}
 
 
 def _cel(expression: str, request: Obj, obj: Obj | None, old: Obj | None = None) -> bool:
@@ -534,30 +595,41 @@ LABELLED = {"metadata": {"name": "w-0", "labels": {keys.POD_GROUP_LABEL: "g"}}}
 ANNOTATED = {"metadata": {"name": "w-0", "annotations": {keys.COSCHED_GROUP_ANNOTATION: "g"}}}
 PLAIN = {"metadata": {"name": "w-0", "labels": {"app": "x"}, "annotations": {"note": "y"}}}
 BARE = {"metadata": {"name": "w-0"}}
+FOREIGN_PREFIX = {"metadata": {"name": "w-0", "annotations": {"example.com/scheduling.kubenexus.io": "x",
+                                                              keys.GANG_SCHEDULING: "true"}}}
+
+
+def state_pod(key: str) -> Obj:
+    """A bare pod (no owner, no gang labels) carrying one of our scheduling.kubenexus.io/ annotations."""
+    return {"metadata": {"name": "w-0", "annotations": {"note": "y", key: "node-1"}}}
 
 
 def test_match_conditions(rendered: dict[str, list[Obj]]) -> None:
-    """Pods that can be gang members (and, for validation, roots with our annotations) reach the webhook;
-    nothing else does. Evaluated with a CEL implementation, including the null oldObject of a CREATE."""
+    """Pods that can be gang members or carry product state (and, for validation, roots with our annotations)
+    reach the webhook; nothing else does. Evaluated with a CEL implementation, including the null oldObject of a
+    CREATE."""
     hooks = webhooks(rendered["base"])
-    mutate = [c["expression"] for c in hooks["MutatingWebhookConfiguration"]["matchConditions"]]
-    validate_ = [c["expression"] for c in hooks["ValidatingWebhookConfiguration"]["matchConditions"]]
+    conditions = {name: [c["expression"] for c in hook["matchConditions"]] for name, hook in hooks.items()}
 
-    def reaches(expressions: list[str], request: Obj, obj: Obj | None, old: Obj | None = None) -> bool:
-        return all(_cel(e, request, obj, old) for e in expressions)
+    def reaches(name: str, request: Obj, obj: Obj | None, old: Obj | None = None) -> bool:
+        return all(_cel(e, request, obj, old) for e in conditions[name])
 
-    for pod, expected in ((OWNED, True), (LABELLED, True), (ANNOTATED, True), (PLAIN, False), (BARE, False)):
-        assert reaches(mutate, _request("CREATE"), pod) is expected, pod
-        assert reaches(validate_, _request("CREATE"), pod) is expected, pod
-        assert reaches(validate_, _request("UPDATE"), pod, pod) is expected, pod
-    # an update that strips the gang markers (or the owner) is still validated
-    for old in (OWNED, LABELLED, ANNOTATED):
-        assert reaches(validate_, _request("UPDATE"), PLAIN, old)
+    pods = [(OWNED, True), (LABELLED, True), (ANNOTATED, True), (PLAIN, False), (BARE, False), (FOREIGN_PREFIX, False)]
+    pods += [(state_pod(key), True) for key in (*keys.PRODUCT_STATE, "scheduling.kubenexus.io/anything")]
+    for pod, expected in pods:
+        for scope in ("", "-enabled"):
+            assert reaches(f"mutate{scope}.kubenexus.io", _request("CREATE"), pod) is expected, pod
+            assert reaches(f"validate{scope}.kubenexus.io", _request("CREATE"), pod) is expected, pod
+            assert reaches(f"validate{scope}.kubenexus.io", _request("UPDATE"), pod, pod) is expected, pod
+    # an update that strips the gang markers, the owner or our state is still validated
+    for old in (OWNED, LABELLED, ANNOTATED, state_pod(keys.PLANNED_NODE_ANNOTATION)):
+        assert reaches("validate.kubenexus.io", _request("UPDATE"), PLAIN, old)
+        assert reaches("validate-enabled.kubenexus.io", _request("UPDATE"), PLAIN, old)
     annotated_root = {"metadata": {"name": "j", "annotations": {keys.MIN_AVAILABLE: "2"}}}
-    assert reaches(validate_, _request("CREATE", "batch", "jobs"), annotated_root)
-    assert reaches(validate_, _request("UPDATE", "ray.io", "rayclusters"), annotated_root, BARE)
-    assert not reaches(validate_, _request("CREATE", "batch", "jobs"), PLAIN)
-    assert not reaches(validate_, _request("UPDATE", "batch", "jobs"), BARE, annotated_root)
+    assert reaches(ROOTS, _request("CREATE", "batch", "jobs"), annotated_root)
+    assert reaches(ROOTS, _request("UPDATE", "ray.io", "rayclusters"), annotated_root, BARE)
+    assert not reaches(ROOTS, _request("CREATE", "batch", "jobs"), PLAIN)
+    assert not reaches(ROOTS, _request("UPDATE", "batch", "jobs"), BARE, annotated_root)
 
 
 # --- cert-manager overlay --------------------------------------------------------------------------------------
@@ -684,9 +756,10 @@ def run_components(kubectl: Kubectl, variant: str) -> None:
             "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
             "metadata": {"name": name, "namespace": NAMESPACE},
             "data": {"tls.crt": "Y2VydA==", "tls.key": "a2V5", "ca.crt": "Y2E="}})
-    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
-        kubectl("patch", kind, "kubenexus-gang-admission", "--type=json",
-                "-p", '[{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": "Y2E="}]')
+    for kind in CONFIGURATION_KINDS:  # into every entry, as `certs ensure` and cainjector do
+        count = sum(1 for entry in ENTRIES.values() if entry[0] == kind)
+        kubectl("patch", kind.lower(), "kubenexus-gang-admission", "--type=json", "-p", json.dumps(
+            [{"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": "Y2E="} for i in range(count)]))
     kubectl("create", "-f", "-", stdin={
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": "kubenexus-controller", "namespace": NAMESPACE},
@@ -739,10 +812,12 @@ def test_install_upgrade_uninstall(local: tuple[LocalCluster, Kubectl], rendered
     kubectl("apply", "-k", VARIANTS[variant])
     kubectl("apply", "-k", str(upgrade_dir(tmp_path, variant)))
     now = stored(cluster)
-    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
-        hook = now[(kind, "", "kubenexus-gang-admission")]["webhooks"][0]
-        assert hook["clientConfig"]["caBundle"] == "Y2E=", f"{kind}: the upgrade dropped the caBundle"
-        assert hook["timeoutSeconds"] == (4 if kind.startswith("Validating") else 5)
+    for kind in CONFIGURATION_KINDS:
+        hooks = now[(kind, "", "kubenexus-gang-admission")]["webhooks"]
+        assert {h["name"] for h in hooks} == {name for name, entry in ENTRIES.items() if entry[0] == kind}
+        for index, hook in enumerate(hooks):
+            assert hook["clientConfig"]["caBundle"] == "Y2E=", f"{kind} {hook['name']}: the upgrade dropped it"
+            assert hook["timeoutSeconds"] == (4 if kind.startswith("Validating") and index == 0 else 5)
     for name in ("kubenexus-webhook", "kubenexus-controller"):
         deployment = now[("Deployment", NAMESPACE, name)]
         assert container(deployment)["image"] == "kubenexus-gang-admission:0.2.0"

@@ -122,9 +122,10 @@ def install(tmp_path_factory: pytest.TempPathFactory, tls: Any) -> Iterator[Inst
         try:
             for kind, path in (("MutatingWebhookConfiguration", "/mutate"),
                                ("ValidatingWebhookConfiguration", "/validate")):
-                install.patch_configuration(kind, [{"op": "remove", "path": "/webhooks/0/clientConfig/service"},
-                                                   {"op": "add", "path": "/webhooks/0/clientConfig/url",
-                                                    "value": f"{hook.url}{path}"}])
+                entries = range(len(install.configuration(kind)["webhooks"]))  # one per scope
+                install.patch_configuration(kind, [op for i in entries for op in (
+                    {"op": "remove", "path": f"/webhooks/{i}/clientConfig/service"},
+                    {"op": "add", "path": f"/webhooks/{i}/clientConfig/url", "value": f"{hook.url}{path}"})])
             wait_for(lambda: bundles_installed(kube), TIMEOUT, "the Secret and its CA bundle in both configurations")
             bundle = secret_bundle(kube)
             assert bundle is not None
@@ -164,13 +165,19 @@ def test_a_healthy_installation(install: Install) -> None:
     assert not problems(out), out
     webhook_configurations = lines(out, "webhook configurations")
     assert len(webhook_configurations) == 2 and all(line.startswith("ok") for line in webhook_configurations), out
-    assert all("failurePolicy Ignore" in line for line in webhook_configurations), out
+    # every entry, with the failure policy of its scope (Fail only for namespaces labelled enabled)
+    entries = {"mutate.kubenexus.io": "Ignore", "mutate-enabled.kubenexus.io": "Fail",
+               "validate.kubenexus.io": "Ignore", "validate-enabled.kubenexus.io": "Fail",
+               "validate-roots.kubenexus.io": "Ignore"}
+    for entry, policy in entries.items():
+        assert any(f"{entry} (failurePolicy {policy})" in line for line in webhook_configurations), out
     [certificate] = lines(out, "certificate")
     assert certificate.startswith("ok") and "valid until" in certificate, out
-    assert [line.startswith("ok") and "caBundle trusts the serving certificate" in line
-            for line in lines(out, "caBundle")] == [True, True], out
-    assert [line.startswith("ok") and "/readyz answers ready" in line for line in lines(out, "endpoints")] == [
-        True, True], out
+    for check, finding in (("caBundle", "caBundle trusts the serving certificate"),
+                           ("endpoints", "/readyz answers ready")):
+        found = lines(out, check)
+        assert len(found) == len(entries) and all(line.startswith("ok") and finding in line for line in found), out
+        assert all(any(f"webhook {entry}:" in line for line in found) for entry in entries), out
     [leader] = lines(out, "controller")
     assert leader.startswith("ok") and f"leader {install.identity}" in leader, out
     assert [line for line in lines(out, "rbac") if "has the permissions it needs" in line] == lines(out, "rbac")

@@ -48,7 +48,8 @@ def test_patch_equals_full_diff_and_is_idempotent(pod, decision, keep):
     def canonical(ops):
         return sorted(json.dumps(op, sort_keys=True) for op in ops)
 
-    assert canonical(patch) == canonical(jsonpatch.make_patch(pod, desired).patch)
+    # without move detection, as json_patch: an "unresolved" removed and a key added with the same value is no move
+    assert canonical(patch) == canonical(jsonpatch.JsonPatch.from_diff(pod, desired, optimization=False).patch)
     assert jsonpatch.apply_patch(pod, patch) == desired
     assert json_patch(desired, desired_pod(desired, decision, config)) == []
 

@@ -60,10 +60,13 @@ def create_app(config: Config, source: ObjectSource, ready: Callable[[], tuple[b
         # Every pod with an owner reaches the webhook: only gang decisions and warnings are news.
         level = logging.INFO if decision.action is not Action.SKIP or decision.warnings else logging.DEBUG
         meta = admission.pod.get("metadata") or {}
-        log.log(level, "pod admitted", extra={
-            "uid": req["uid"], "namespace": req.get("namespace"), "action": decision.action.value,
-            "pod": meta.get("name") or f"{meta.get('generateName', '')}*",
-            "group": decision.group, "reasons": decision.reasons, "warnings": decision.warnings})
+        extra = {"uid": req["uid"], "namespace": req.get("namespace"), "action": decision.action.value,
+                 "pod": meta.get("name") or f"{meta.get('generateName', '')}*",
+                 "group": decision.group, "reasons": decision.reasons, "warnings": decision.warnings}
+        if admission.denial:
+            log.info("pod denied", extra={**extra, "denial": admission.denial})
+            return admission.review, "denied"
+        log.log(level, "pod admitted", extra=extra)
         return admission.review, "patched" if admission.patch else "allowed"
 
     def check(req: dict) -> tuple[dict, str]:

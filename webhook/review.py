@@ -14,7 +14,7 @@ from typing import Any
 from gang.config import Config
 from gang.decide import Action, Decision, decide
 from gang.objects import ObjectSource
-from webhook.mutate import desired_pod, json_patch
+from webhook.mutate import desired_pod, forged_state, json_patch
 
 API_VERSION = "admission.k8s.io/v1"
 log = logging.getLogger("kubenexus.webhook")
@@ -78,13 +78,15 @@ def is_pod(request: Obj) -> bool:
 @dataclass(frozen=True)
 class PodAdmission:
     decision: Decision
-    pod: Obj  # the pod after the patch
+    pod: Obj  # the pod after the patch (as sent, when denied)
     patch: list[Obj]
     review: Obj  # the AdmissionReview response
+    denial: str = ""  # why the CREATE is refused (product state the pod may not carry), else empty
 
 
 def admit_pod(request: Obj, source: ObjectSource, config: Config) -> PodAdmission | None:
-    """Decide and mutate a pod CREATE; None when the request is not one (nothing to do)."""
+    """Decide and mutate a pod CREATE, or refuse it for forged product state; None when the request is not a pod
+    CREATE (nothing to do)."""
     if not is_pod(request) or request["operation"] != "CREATE":
         return None
     pod = request.get("object")
@@ -93,12 +95,17 @@ def admit_pod(request: Obj, source: ObjectSource, config: Config) -> PodAdmissio
     namespace = request.get("namespace") or (pod.get("metadata") or {}).get("namespace")
     if not isinstance(namespace, str) or not namespace:
         raise BadRequest("request.namespace is missing for a pod CREATE")
+    denial = None
     try:
         decision = decide(pod, namespace, source, config)
+        denial = forged_state(pod, decision)
     except Exception:  # a bug must not block pods: admit unchanged, loudly
         log.exception("deciding the gang failed", extra={"uid": request["uid"], "namespace": namespace})
         decision = Decision(Action.SKIP, ("internal error while deciding the gang",),
                             ("kubenexus: internal error while deciding the gang; pod admitted unchanged",))
+    if denial:
+        return PodAdmission(decision, pod, [], review_response(request["uid"], allowed=False, message=denial,
+                                                               warnings=decision.warnings), denial)
     desired = desired_pod(pod, decision, config)
     patch = json_patch(pod, desired)
     return PodAdmission(decision, desired, patch,

@@ -1,5 +1,10 @@
-"""Validation (``/validate``): gang labels on pods, their immutability, who may remove the gate,
-and the ``kubenexus.io/*`` annotations on root objects, so that a typo fails at apply time.
+"""Validation (``/validate``): gang labels on pods, their immutability, who may remove the gate, who may
+write the product's state (keys.PRODUCT_STATE), and the ``kubenexus.io/*`` annotations on root objects, so
+that a typo fails at apply time.
+
+This webhook runs after every mutation (the apiserver calls validating webhooks last), so on CREATE it sees
+what the mutating webhook wrote and cannot tell it from what the creator sent: the state admission writes is
+checked by the mutating webhook (webhook/mutate.py ``forged_state``); here, only what admission never writes.
 
 Each rule returns the message naming the field, or None when the request is fine.
 """
@@ -18,8 +23,10 @@ Obj = dict[str, Any]
 FORBIDDEN, INVALID = 403, 422
 
 
-def _meta(obj: Obj | None, field: str) -> dict[str, Any]:
-    value = ((obj or {}).get("metadata") or {}).get(field)
+def meta_map(obj: Any, field: str) -> dict[str, Any]:
+    """``obj.metadata.<field>`` (labels, annotations) when it is a map, else empty: requests may carry anything."""
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    value = metadata.get(field) if isinstance(metadata, dict) else None
     return value if isinstance(value, dict) else {}
 
 
@@ -41,7 +48,7 @@ def _gates(pod: Obj | None) -> set[str]:
 
 def check_pod_labels(pod: Obj) -> str | None:
     """Gang labels are consistent: a valid name, min-available an integer ≥ 1, both forms agree."""
-    labels, annotations = _meta(pod, "labels"), _meta(pod, "annotations")
+    labels, annotations = meta_map(pod, "labels"), meta_map(pod, "annotations")
     pairs = ((keys.POD_GROUP_LABEL, keys.COSCHED_GROUP_ANNOTATION),
              (keys.POD_GROUP_MIN_LABEL, keys.COSCHED_MIN_ANNOTATION))
     for label, annotation in pairs:
@@ -63,16 +70,46 @@ def check_pod_labels(pod: Obj) -> str | None:
     return None
 
 
+# Product state the gate controller writes when it releases a pod: never on a new pod (admission writes the rest).
+RELEASE_STATE = tuple(name for name in keys.PRODUCT_STATE if name not in keys.WRITTEN_ANNOTATIONS)
+
+
+def check_pod_create(pod: Obj) -> tuple[str | None, int]:
+    """No release state on a new pod (the controller would hold its planned node's room), and consistent labels."""
+    annotations = meta_map(pod, "annotations")
+    for name in RELEASE_STATE:
+        if name in annotations:
+            return (f"metadata.annotations[{name}]: must not be set on a new pod: only the KubeNexus gate controller "
+                    "writes it, when it releases a gang member (a copy of an existing pod? leave out its "
+                    "scheduling.kubenexus.io/ annotations)"), FORBIDDEN
+    return check_pod_labels(pod), INVALID
+
+
+def _change(before: dict[str, Any], after: dict[str, Any], name: str) -> str | None:
+    if name not in before:
+        return "added" if name in after else None
+    if name not in after:
+        return "removed"
+    return "changed" if before[name] != after[name] else None
+
+
 def check_pod_update(old: Obj, new: Obj, username: str, config: Config) -> tuple[str | None, int]:
-    """Gang identity is immutable; only the gate controller's identity may remove the gate or label a pod."""
+    """Gang identity is immutable; only the gate controller's identity may write the product's state, and only
+    ``gateRemovers`` may remove the gate or label a pod."""
     privileged = config.may_remove_gate(username)
     for field, names in (("labels", keys.IMMUTABLE_LABELS), ("annotations", keys.IMMUTABLE_ANNOTATIONS)):
-        before, after = _meta(old, field), _meta(new, field)
+        before, after = meta_map(old, field), meta_map(new, field)
         for name in names:
             if name in before and before[name] != after.get(name):
                 return f"metadata.{field}[{name}]: is immutable once set (was {before[name]!r})", INVALID
             if name not in before and name in after and not privileged:
                 return f"metadata.{field}[{name}]: cannot be added after creation by {username}", FORBIDDEN
+    if username != config.controller_identity:  # not even gateRemovers: an admin is not the controller
+        before, after = meta_map(old, "annotations"), meta_map(new, "annotations")
+        for name in keys.PRODUCT_STATE:
+            if change := _change(before, after, name):
+                return (f"metadata.annotations[{name}]: cannot be {change} by {username}: only the KubeNexus gate "
+                        f"controller ({config.controller_identity}) writes it after creation"), FORBIDDEN
     if keys.GANG_GATE in _gates(old) and keys.GANG_GATE not in _gates(new) and not privileged:
         return (f"spec.schedulingGates[{keys.GANG_GATE}]: only the KubeNexus gate controller may remove the "
                 f"gang gate (request by {username}); the gate is removed when the whole gang fits"), FORBIDDEN
@@ -82,13 +119,13 @@ def check_pod_update(old: Obj, new: Obj, username: str, config: Config) -> tuple
 
 
 def _gang_keys(pod: Obj) -> tuple[Any, ...]:
-    labels, annotations = _meta(pod, "labels"), _meta(pod, "annotations")
+    labels, annotations = meta_map(pod, "labels"), meta_map(pod, "annotations")
     return (tuple(labels.get(k) for k in (keys.POD_GROUP_LABEL, keys.POD_GROUP_MIN_LABEL))
             + tuple(annotations.get(k) for k in (keys.COSCHED_GROUP_ANNOTATION, keys.COSCHED_MIN_ANNOTATION)))
 
 
 def _nexus_annotations(obj: Obj | None) -> dict[str, Any]:
-    return {k: v for k, v in _meta(obj, "annotations").items() if k.startswith(keys.PREFIX)}
+    return {k: v for k, v in meta_map(obj, "annotations").items() if k.startswith(keys.PREFIX)}
 
 
 def check_root(obj: Obj, old: Obj | None, api_version: str, kind: str) -> str | None:
@@ -136,7 +173,7 @@ def validate(request: Obj, config: Config) -> tuple[str | None, int]:
         return None, 0
     if kind.get("group", "") == "" and kind.get("kind") == "Pod":
         if operation == "CREATE":
-            return check_pod_labels(obj), INVALID
+            return check_pod_create(obj)
         username = str((request.get("userInfo") or {}).get("username", ""))
         return check_pod_update(old if isinstance(old, dict) else {}, obj, username, config)
     api_version = f"{kind['group']}/{kind.get('version', '')}" if kind.get("group") else str(kind.get("version"))
