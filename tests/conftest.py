@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import ssl
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -32,16 +33,25 @@ class Webhook(LocalWebhook):
 
     def request(self, method: str, path: str, body: bytes | None = None,
                 headers: dict[str, str] | None = None) -> tuple[int, bytes]:
-        if self._conn is None:
-            self._conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.context, timeout=10)
-        try:
-            self._conn.request(method, path, body=body, headers=headers or {"Content-Type": "application/json"})
-            response = self._conn.getresponse()
-            return response.status, response.read()
-        except (OSError, http.client.HTTPException):
-            self._conn.close()
-            self._conn = None
-            raise
+        """One request on the kept-alive connection; like any HTTP client (the apiserver's Go transport too), a
+        request that fails on a reused connection the server has since closed (its keep-alive expired while this
+        session-wide webhook sat idle) is sent once more on a fresh one."""
+        for attempt in (1, 2):
+            reused = self._conn is not None
+            if self._conn is None:
+                self._conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.context, timeout=10)
+            try:
+                self._conn.request(method, path, body=body,
+                                   headers=headers or {"Content-Type": "application/json"})
+                response = self._conn.getresponse()
+                return response.status, response.read()
+            except (OSError, http.client.HTTPException) as exc:
+                self._conn.close()
+                self._conn = None
+                stale = isinstance(exc, ConnectionError | http.client.RemoteDisconnected | ssl.SSLEOFError)
+                if not (reused and stale and attempt == 1):
+                    raise
+        raise AssertionError("unreachable")
 
     def review(self, endpoint: str, request: dict[str, Any]) -> dict[str, Any]:
         body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}

@@ -186,6 +186,19 @@ def unresolved_copy(pod: Obj, name: str) -> Obj:
             "spec": spec, "status": {"phase": "Pending"}}
 
 
+def escaped_copy(pod: Obj, name: str) -> Obj:
+    """``pod`` as it is stored when admission let it through (webhook down): same owners, no gate, no gang keys;
+    it fits no node, so it stays unbound."""
+    meta = pod["metadata"]
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k not in (GROUP, MIN)}
+    spec = {k: v for k, v in pod["spec"].items() if k not in ("nodeName", "affinity", "schedulingGates")}
+    spec["nodeSelector"] = {"example.com/no-such-node": "true"}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": meta["namespace"], "labels": labels,
+                         "ownerReferences": meta["ownerReferences"]},
+            "spec": spec, "status": {"phase": "Pending"}}
+
+
 def secret_bundle(kube: Kube) -> bytes | None:
     try:
         secret = kube.core.read_namespaced_secret(SECRET, NAMESPACE)
@@ -350,6 +363,11 @@ def scenario(cluster: LocalCluster, kube: Kube, workdir: Path, tls: Any, result:
     joined = next(p for p in kube.pods(ns) if p["metadata"]["name"] == "vllm-unresolved")
     checks["resolved"] = (joined["metadata"]["labels"].get(GROUP), bool(joined["spec"].get("schedulingGates")))
 
+    # --- a pod that escaped admission and is not bound: the controller deletes it, for its operator to recreate ---
+    cluster.store.create(pods_resource(cluster), escaped_copy(workers[0], "vllm-escaped"), ns)
+    checks["escaped"] = wait_for(lambda: "vllm-escaped" not in {p["metadata"]["name"] for p in kube.pods(ns)},
+                                 TIMEOUT, "the escaped pod deleted")
+
     # --- a repeated event is patched (the recorder's repeat interval shortened from 60 s) ---
     recorder = EventRecorder(new_api_client(controller_kubeconfig, 4, 0), repeat_interval=0.0)
     reference = {"apiVersion": "batch/v1", "kind": "Job", "name": "etl", "namespace": ns,
@@ -390,6 +408,7 @@ def test_the_scenario_exercised_the_components(run: Run) -> None:
     """Sanity: what the permissions are proven against really happened."""
     assert run.checks["secret created"]
     assert run.checks["resolved"][0], "the unresolved LWS worker joined its gang"
+    assert run.checks["escaped"], "the escaped LWS worker was deleted"
     assert run.checks["event count"] == 2
     assert run.checks["lease holder"], "the standby took the Lease over"
     for user in (WEBHOOK, CONTROLLER):
@@ -443,10 +462,10 @@ def test_an_unexercised_or_missing_permission_fails_the_check(run: Run) -> None:
     policy = Policy([*run.rendered, *BOOTSTRAP])
     secret = request_info("GET", "/api/v1/namespaces/x/secrets/y")
     assert not policy.authorize(WEBHOOK, groups_of(WEBHOOK), secret)
-    delete = request_info("DELETE", "/api/v1/namespaces/x/pods/p")
+    delete = request_info("DELETE", "/api/v1/namespaces/x/pods")
     assert not policy.authorize(CONTROLLER, groups_of(CONTROLLER), delete)
     extra = Grant("ClusterRoleBinding/kubenexus-controller", "ClusterRole/kubenexus-controller", None,
-                  ({"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},))
+                  ({"apiGroups": [""], "resources": ["pods"], "verbs": ["deletecollection"]},))
     assert [u.describe() for u in units(extra) if not used(u, run.records[CONTROLLER])] == [
-        "ClusterRole/kubenexus-controller: delete pods"]
+        "ClusterRole/kubenexus-controller: deletecollection pods"]
 
