@@ -521,20 +521,21 @@ class Engine:
         whole = gang.key in self.state.whole
         stuck = self._stuck(gang, now)
         if stuck and not whole:
-            # A member that just has not bound yet, while none of the gang runs, spoils nothing (the gang
-            # scheduler may be down): only a partial start, or a member that cannot bind at all, is repaired.
-            fatal = [s for s in stuck if s.reason != BIND_TIMEOUT] or \
-                (stuck if self.state.bound_members(gang.key) else [])
+            # A first-stage member that just has not bound yet, while none of the gang runs, spoils nothing (the
+            # gang scheduler may be down): only a partial start, or a member that cannot bind at all, evicts the
+            # gang. A late member's room is re-planned below (its slot): only the member itself is replaced.
+            partial = bool(self.state.bound_members(gang.key))
+            fatal = [s for s in stuck if not gang.late(s.pod) and (s.reason != BIND_TIMEOUT or partial)]
             if fatal:
                 return self._evicted(gang, result, fatal[0], evictions), []
-        elif stuck:
-            replaced = [s for s in stuck if s.reason in (UNPLACEABLE, BIND_TIMEOUT)]
-            if replaced:  # the replacement path: its operator recreates it, and it is released where it fits
-                evictions.append(self._evict(gang, replaced, whole_gang=False))
-                remaining = self._gang(gang.key)
-                if remaining is None:
-                    return result, []
-                gang = remaining
+            stuck = [s for s in stuck if gang.late(s.pod)]
+        replaced = [s for s in stuck if s.reason in (UNPLACEABLE, BIND_TIMEOUT)]
+        if replaced:  # the replacement path: its creator makes it again, and it is released where it fits
+            evictions.append(self._evict(gang, replaced, whole_gang=False))
+            remaining = self._gang(gang.key)
+            if remaining is None:
+                return result, []
+            gang = remaining
         gated = sorted((p for p in gang.live if p.gated and p.uid not in self.state.pending),
                        key=lambda p: (p.created, p.name))
         if not gated:  # the usual case: every member released; nothing to decide

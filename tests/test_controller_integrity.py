@@ -323,3 +323,22 @@ def test_a_slot_with_no_other_node_to_go_to_evicts_the_staged_gang() -> None:
     cycle = run(engine, 2)
     assert evicted(cycle) == [("unplaceable", True, ["d", "exec-1"])]
     assert "no other node has room" in decision(cycle, "app").reason
+
+
+def test_a_late_member_stranded_in_its_slot_is_replaced_and_its_slot_moves_the_gang_stays() -> None:
+    # Spark driver (2 cpu) runs on a; its executor (3 cpu) was released into its slot on b; before it binds,
+    # another scheduler's 2-cpu pod binds on b (4 - 2 = 2 < 3). Evicting the whole gang would fail the
+    # application; the driver makes executors again. Only the executor is deleted; the replacement goes to c.
+    state, engine = cluster("a", "b", "c")
+    driver = member("d", "2", group="app", pin="a", node_name="a", phase="Running")
+    driver["metadata"]["annotations"][EXPECTED] = json.dumps(
+        [{"role": "executor", "count": 1, "requests": {"cpu": "3"}}])
+    driver["metadata"]["annotations"][RESERVED] = json.dumps(["b"])
+    state.upsert_pod(driver, START)
+    state.upsert_pod(member("exec-1", "3", group="app", created=2, pin="b"), START + 2)
+    state.upsert_pod(other("web-0", "2", node_name="b"), START + 3)
+    cycle = run(engine, 3)
+    assert evicted(cycle) == [("unplaceable", False, ["exec-1"])]
+    state.delete_pod("uid-exec-1", START + 4)
+    state.upsert_pod(member("exec-2", "3", group="app", created=5, gated=True), START + 5)
+    assert released(run(engine, 5)) == {"exec-2": "c"}
