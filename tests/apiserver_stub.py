@@ -2,7 +2,8 @@
 
 Test equipment, not the system under test: it serves stored objects at their real REST
 paths (404 Status otherwise), counts every read, and can be told to fail a path (HTTP
-status or delay) so tests can check what the webhook does when the API misbehaves.
+status or delay) or to answer it slowly, so tests can check what the webhook does when the API
+misbehaves.
 """
 
 from __future__ import annotations
@@ -60,7 +61,11 @@ class StubApiServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                pass  # a client that gave up on a slow answer closed its end: nothing to report
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -78,6 +83,12 @@ class StubApiServer:
     def fail(self, obj: dict[str, Any], status: int = 500, delay: float = 0.0) -> None:
         with self._lock:
             self.failures[self.path_of(obj)] = (status, delay)
+
+    def slow(self, *objects: dict[str, Any], seconds: float) -> None:
+        """Answer every read of these objects (a correct answer) only after ``seconds``."""
+        with self._lock:
+            for obj in objects:
+                self.failures[self.path_of(obj)] = (0, seconds)
 
     def clear(self) -> None:
         with self._lock:

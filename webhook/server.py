@@ -40,9 +40,10 @@ STARTUP_CERTS_SECONDS = 120.0  # how long start-up waits for a certificate befor
 log = logging.getLogger("kubenexus.webhook")
 
 
-def api_client(config: Config) -> Any:
-    """The webhook's ApiClient: one retry on a dropped connection, so admission latency stays bounded."""
-    return new_api_client(config.kubeconfig, pool_size=max(config.threads, 4), retries=1)
+def api_client(config: Config, retries: int = 1) -> Any:
+    """The webhook's ApiClient; ``retries`` on a dropped connection (0 for owner reads, which ApiSource
+    retries itself within the admission deadline)."""
+    return new_api_client(config.kubeconfig, pool_size=max(config.threads, 4), retries=retries)
 
 
 def cert_paths(config: Config) -> tuple[str, str]:
@@ -80,8 +81,9 @@ def build_app(config: Config) -> Any:
     from webhook.app import create_app
     from webhook.metrics import record_read
 
-    api = ApiSource(api_client(config), config.api_timeout_seconds, on_read=record_read)
-    source = CachedSource(api, config.owner_cache_ttl_seconds, config.owner_cache_max_entries)
+    api = ApiSource(api_client(config, retries=0), config.api_timeout_seconds, on_read=record_read, retries=1)
+    source = CachedSource(api, config.owner_cache_ttl_seconds, config.owner_cache_max_entries,
+                          config.owner_cache_max_bytes)
     return create_app(config, source, Readiness(config, api.ping))
 
 
