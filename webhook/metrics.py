@@ -26,7 +26,9 @@ LATENCY = Histogram("kubenexus_webhook_request_duration_seconds", "Time to answe
 DECISIONS = Counter("kubenexus_webhook_pod_decisions_total", "Pod admission decisions", ["action"])
 OWNER_READS = Counter("kubenexus_webhook_owner_reads_total", "API reads of owner objects (cache misses)",
                       ["kind", "result"])
-
+# 0 when any live worker's last GET /version failed: owner reads fail too, pods are gated as unresolved.
+APISERVER_REACHABLE = Gauge("kubenexus_webhook_apiserver_reachable",
+                            "1 when every worker's last check reached the apiserver", multiprocess_mode="livemin")
 
 # The soonest expiry among live workers (they serve the same files; one may not have reloaded yet).
 CERT_EXPIRY = Gauge("kubenexus_webhook_certificate_expiry_timestamp_seconds",
