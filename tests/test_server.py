@@ -47,7 +47,7 @@ def test_probes(webhook):
     status, body = webhook.request("GET", "/readyz")
     assert status == 200 and body.startswith(b"ready\n")
     assert wait_for(lambda: b"apiserver: reachable" in webhook.request("GET", "/readyz")[1], timeout=15)
-    assert _gauge(webhook, "kubenexus_webhook_apiserver_reachable") == 1.0
+    assert wait_for(lambda: _gauge(webhook, "kubenexus_webhook_apiserver_reachable") == 1.0, timeout=15)
 
 
 def _gauge(webhook, name: str) -> float | None:

@@ -26,6 +26,8 @@ LATENCY = Histogram("kubenexus_webhook_request_duration_seconds", "Time to answe
 DECISIONS = Counter("kubenexus_webhook_pod_decisions_total", "Pod admission decisions", ["action"])
 OWNER_READS = Counter("kubenexus_webhook_owner_reads_total", "API reads of owner objects (cache misses)",
                       ["kind", "result"])
+CLIENT_TIMEOUTS = Counter("kubenexus_webhook_client_timeouts_total",
+                          "Connections closed for not finishing their TLS handshake or request in time", ["stage"])
 # 0 when any live worker's last GET /version failed: owner reads fail too, pods are gated as unresolved.
 APISERVER_REACHABLE = Gauge("kubenexus_webhook_apiserver_reachable",
                             "1 when every worker's last check reached the apiserver", multiprocess_mode="livemin")

@@ -1,4 +1,4 @@
-"""``kubenexus webhook``: the Flask app under gunicorn (gthread workers) with TLS ≥ 1.2.
+"""``kubenexus webhook``: the Flask app under gunicorn (gthread workers, webhook/worker.py) with TLS ≥ 1.2.
 
 Each worker builds its own API client and owner cache after the fork. Metrics are shared
 through ``PROMETHEUS_MULTIPROC_DIR``, which must be set before prometheus_client is imported.
@@ -62,11 +62,11 @@ class ApiserverWatch:
         try:
             self._ping()
         except LookupFailed as exc:
-            self.status = f"not reachable: {exc}"
             self._on_result(False)
+            self.status = f"not reachable: {exc}"
         else:
-            self.status = "reachable"
             self._on_result(True)
+            self.status = "reachable"
 
     def start(self) -> ApiserverWatch:
         def loop() -> None:
@@ -198,10 +198,12 @@ def _child_exit(server: Any, worker: Any) -> None:
 
 def gunicorn_options(config: Config, bind: str) -> dict[str, Any]:
     """The shipped gunicorn settings (also used by the benchmark)."""
+    from webhook.worker import worker_class
+
     cert, key = cert_paths(config)
     return {
         "bind": bind,
-        "worker_class": "gthread",
+        "worker_class": worker_class(config.handshake_timeout_seconds, config.read_timeout_seconds),
         "workers": config.workers,
         "threads": config.threads,
         "certfile": cert,
