@@ -192,8 +192,10 @@ class CachedSource:
     """
 
     def __init__(self, inner: ObjectSource, ttl_seconds: float, max_entries: int, max_bytes: int | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 on_size: Callable[[int, int], None] | None = None) -> None:
         self._inner = inner
+        self._on_size = on_size or (lambda entries, size: None)  # (entries, bytes) after each change
         self._ttl = ttl_seconds
         self._max = max_entries
         self._max_bytes = max_bytes
@@ -218,6 +220,7 @@ class CachedSource:
                 now = self._clock()
                 if self._expiry and self._expiry[0][0] <= now:
                     self._drop_expired(now)
+                    self._on_size(len(self._entries), self._bytes)
                 entry = self._entries.get(key)
                 if entry and (not uid or _uid(entry[1]) == uid):
                     self._entries.move_to_end(key)
@@ -241,6 +244,7 @@ class CachedSource:
         with self._lock:
             if obj is not None and (self._max_bytes is None or size <= self._max_bytes):
                 self._store(key, obj, size)
+                self._on_size(len(self._entries), self._bytes)
             del self._inflight[key]
         done.set()
         return obj

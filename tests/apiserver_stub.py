@@ -13,6 +13,7 @@ import os
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -29,6 +30,8 @@ class StubApiServer:
         self.objects: dict[str, dict[str, Any]] = {}
         self.reads: Counter[str] = Counter()
         self.failures: dict[str, tuple[int, float]] = {}
+        # Objects too many to store (benchmarks): the JSON body for a path that is not stored, or None (404).
+        self.generate: Callable[[str], bytes | None] | None = None
         self._lock = threading.Lock()
         stub = self
 
@@ -47,14 +50,16 @@ class StubApiServer:
                     obj = stub.objects.get(path)
                 if delay:
                     time.sleep(delay)
+                body = json.dumps(obj).encode() if obj is not None else None
+                if body is None and stub.generate is not None:
+                    body = stub.generate(path)
                 if path == "/version":
-                    status, obj = status or 200, {"major": "1", "minor": "31", "gitVersion": "v1.31.0-stub"}
+                    status, body = status or 200, b'{"major": "1", "minor": "31", "gitVersion": "v1.31.0-stub"}'
                 elif not status:
-                    status = 200 if obj is not None else 404
+                    status = 200 if body is not None else 404
                 if status != 200:
-                    obj = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status,
-                           "reason": "NotFound" if status == 404 else "InternalError"}
-                body = json.dumps(obj).encode()
+                    body = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status,
+                                       "reason": "NotFound" if status == 404 else "InternalError"}).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))

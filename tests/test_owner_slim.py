@@ -20,29 +20,12 @@ from gang.decide import Action, decide
 from gang.kinds import INTERMEDIATE, NAMESPACE, Kind, split_api_version
 from gang.objects import MemorySource, deep_size
 from tests.contract import OPT_IN
+from tests.operator_fixtures import as_returned
 from tests.test_operators import SCENARIOS
 from webhook.mutate import desired_pod
 
 Obj = dict[str, Any]
 NS = "team-a"
-BULKY_CONTAINER = {
-    "image": "registry.example.com/train:1.0", "imagePullPolicy": "IfNotPresent",
-    "command": ["python", "-m", "train"], "args": ["--epochs", "10"] * 20,
-    "env": [{"name": f"VAR_{i}", "value": "v" * 40} for i in range(40)],
-    "envFrom": [{"configMapRef": {"name": "settings"}}],
-    "ports": [{"containerPort": 8080, "name": "http"}],
-    "volumeMounts": [{"name": f"vol-{i}", "mountPath": f"/mnt/{i}"} for i in range(10)],
-    "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 10},
-    "readinessProbe": {"exec": {"command": ["true"]}},
-    "securityContext": {"runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}},
-}
-BULKY_POD_SPEC = {
-    "volumes": [{"name": f"vol-{i}", "configMap": {"name": f"cm-{i}"}} for i in range(10)],
-    "serviceAccountName": "trainer", "securityContext": {"fsGroup": 1000}, "priorityClassName": "batch",
-    "imagePullSecrets": [{"name": "registry"}], "terminationGracePeriodSeconds": 30,
-}
-
-
 def kind_of(obj: Obj) -> Kind:
     group, _ = split_api_version(obj["apiVersion"])
     adapter = adapter_for(obj["apiVersion"], obj["kind"])
@@ -51,39 +34,6 @@ def kind_of(obj: Obj) -> Kind:
     if (group, obj["kind"]) == (NAMESPACE.group, NAMESPACE.kind):
         return NAMESPACE
     return INTERMEDIATE[(group, obj["kind"])]
-
-
-def bulk_up(value: Any) -> Any:
-    """Add what real objects carry and decisions never read, everywhere it can appear."""
-    if isinstance(value, list):
-        return [bulk_up(item) for item in value]
-    if not isinstance(value, dict):
-        return value
-    out = {key: bulk_up(item) for key, item in value.items()}
-    for field in ("containers", "initContainers"):
-        if isinstance(out.get(field), list):
-            out[field] = [{**copy.deepcopy(BULKY_CONTAINER), **c} for c in out[field]]
-            for name, extra in BULKY_POD_SPEC.items():
-                out.setdefault(name, copy.deepcopy(extra))
-    return out
-
-
-def as_returned(obj: Obj) -> Obj:
-    """``obj`` as the apiserver returns it: server-side fields, kubectl's annotation, status."""
-    full = bulk_up(obj)
-    meta = full["metadata"]
-    meta.setdefault("uid", f"uid-{meta['name']}")
-    meta.update(resourceVersion="12345", generation=3, creationTimestamp="2026-11-25T10:00:00Z",
-                finalizers=["example.com/cleanup"],
-                managedFields=[{"manager": "kubectl", "operation": "Apply", "fieldsType": "FieldsV1",
-                                "fieldsV1": {"f:spec": {f"f:field{i}": {} for i in range(200)}}}])
-    meta["annotations"] = {**meta.get("annotations", {}), "example.com/note": "n" * 100,
-                           "kubectl.kubernetes.io/last-applied-configuration": json.dumps(obj)}
-    meta.setdefault("labels", {})["app.kubernetes.io/part-of"] = "training"
-    if "spec" in full:
-        full["spec"].update(suspend=False, ttlSecondsAfterFinished=600, arguments=["a"] * 50)
-    full["status"] = {"conditions": [{"type": "Created", "status": "True", "message": "m" * 200}] * 10}
-    return full
 
 
 def slimmed(obj: Obj) -> Obj:

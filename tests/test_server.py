@@ -126,3 +126,19 @@ def test_metrics_show_when_the_served_certificate_expires(webhook, tls):
                       re.MULTILINE)
     assert found, body.decode()[:2000]
     assert float(found.group(1)) == peer.not_valid_after_utc.timestamp()
+
+
+def test_metrics_show_what_each_workers_owner_cache_holds(webhook, apiserver, namespace):
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "sized", "namespace": namespace, "uid": "u"},
+           "spec": {"parallelism": 2}}
+    apiserver.put(job)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "sized-", "ownerReferences": [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "sized", "uid": "u", "controller": True}]},
+        "spec": {"containers": [{"name": "c"}]}}
+    webhook.admit(pod, namespace)
+    status, body = webhook.request("GET", "/metrics")
+    sizes = [float(v) for v in re.findall(rb'^kubenexus_webhook_owner_cache_bytes\{pid="\d+"\} (\S+)$', body,
+                                          re.MULTILINE)]
+    entries = [float(v) for v in re.findall(rb'^kubenexus_webhook_owner_cache_entries\{pid="\d+"\} (\S+)$', body,
+                                            re.MULTILINE)]
+    assert status == 200 and max(sizes) > 0 and max(entries) >= 1, body.decode()[-2000:]

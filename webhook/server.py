@@ -112,11 +112,11 @@ class Readiness:
 def build_app(config: Config) -> Any:
     """The Flask app of one worker (gunicorn loads it after the fork), with its API client, cache and checks."""
     from webhook.app import create_app
-    from webhook.metrics import APISERVER_REACHABLE, record_read
+    from webhook.metrics import APISERVER_REACHABLE, record_cache_size, record_read
 
     api = ApiSource(api_client(config, retries=0), config.api_timeout_seconds, on_read=record_read, retries=1)
     source = CachedSource(api, config.owner_cache_ttl_seconds, config.owner_cache_max_entries,
-                          config.owner_cache_max_bytes)
+                          config.owner_cache_max_bytes, on_size=record_cache_size)
     apiserver = ApiserverWatch(api.ping, lambda up: APISERVER_REACHABLE.set(1 if up else 0)).start()
     return create_app(config, source, Readiness(config, apiserver))
 
