@@ -23,8 +23,9 @@ def test_default_deadline_is_well_inside_the_webhook_timeout():
     assert DEADLINE + MARGIN < WEBHOOK_TIMEOUT
 
 
-def test_trainjob_pod_is_gated_unresolved_in_time_when_the_apiserver_is_slow(webhook, apiserver, namespace):
+def test_trainjob_pod_is_gated_unresolved_in_time_when_the_apiserver_is_slow(start_webhook, apiserver, namespace):
     """pod -> Job -> JobSet -> TrainJob, then the namespace: four reads of 1.4 s each outlive the 5 s timeout."""
+    webhook = start_webhook(admissionDeadlineSeconds=DEADLINE)  # the default, in a webhook of this module's own
     scenario = trainjob("node")(namespace, {OPT_IN: "true"})
     apiserver.put(*scenario.owners)
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}

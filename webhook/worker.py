@@ -119,9 +119,14 @@ class WebhookWorker(ThreadWorker):
             return  # another worker took it, or the client gave up
         self.nr_conns += 1
         conn = _Conn(self.cfg, client, address, listener.getsockname(), self.read_timeout)
-        conn.sock = gunicorn_sock.ssl_context(self.cfg).wrap_socket(
-            client, server_side=True, do_handshake_on_connect=False,
-            suppress_ragged_eofs=self.cfg.suppress_ragged_eofs)
+        try:
+            conn.sock = gunicorn_sock.ssl_context(self.cfg).wrap_socket(
+                client, server_side=True, do_handshake_on_connect=False,
+                suppress_ragged_eofs=self.cfg.suppress_ragged_eofs)
+        except OSError as exc:  # no usable certificate: this connection cannot be served, the worker goes on
+            log.warning("cannot serve TLS on a new connection: %s", exc)
+            self._close(conn)
+            return
         self._wait(conn, "handshake", self._handshaking, self.handshake_timeout)
         self._handshake(conn)
 
