@@ -36,6 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from certs.generate import generate  # noqa: E402
+from gang.config import Config  # noqa: E402
 from tests import operator_fixtures as f  # noqa: E402
 from tests.apiserver_stub import StubApiServer  # noqa: E402
 from tests.conftest import Webhook, pod_request  # noqa: E402
@@ -100,7 +101,17 @@ def _rss_mib(pid: int) -> float:
         return int(re.search(r"^VmRSS:\s+(\d+) kB", status.read(), re.MULTILINE).group(1)) / 1024
 
 
-def _workers(master: int) -> list[int]:
+def _workers(master: int, expected: int) -> list[int]:
+    """The pids of the gunicorn master's workers, once all ``expected`` have booted."""
+    deadline = time.monotonic() + 30
+    while len(pids := _children(master)) < expected:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{len(pids)} of {expected} webhook workers booted")
+        time.sleep(0.1)
+    return pids
+
+
+def _children(master: int) -> list[int]:
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -197,7 +208,7 @@ def measure(owners_count: int, code: Path | None, workdir: Path, tls: Any) -> di
         else:
             os.environ["PYTHONPATH"] = saved
     try:
-        workers = _workers(webhook.process.pid)
+        workers = _workers(webhook.process.pid, Config().workers)
         conns = _connections(webhook, workers, per_worker=2)
         errors: list[str] = []
         warm = range(owners_count, owners_count + 40)  # load every code path once, not counted
