@@ -17,11 +17,13 @@ test: $(STAMP)
 	$(BIN)/python bench/admission_bench.py --smoke
 	$(BIN)/python bench/cluster_bench.py --smoke
 	$(BIN)/python bench/controller_bench.py --smoke
+	$(BIN)/python bench/owner_cache_bench.py --smoke
 
 bench: $(STAMP)
 	$(BIN)/python bench/admission_bench.py
 	$(BIN)/python bench/cluster_bench.py
 	$(BIN)/python bench/controller_bench.py
+	$(BIN)/python bench/owner_cache_bench.py
 
 demo: $(STAMP)
 	$(BIN)/kubenexus demo

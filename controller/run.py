@@ -90,7 +90,8 @@ class Controller:
         self.state = ClusterState(config.replacement_grace_seconds)
         self._client = api_client
         self._source = CachedSource(ApiSource(api_client, config.api_timeout_seconds),
-                                    config.owner_cache_ttl_seconds, config.owner_cache_max_entries)
+                                    config.owner_cache_ttl_seconds, config.owner_cache_max_entries,
+                                    config.owner_cache_max_bytes)
         self.engine = Engine(self.state, config, lambda pod: root_annotations(self._source, pod))
         self._queue: queue.SimpleQueue[tuple[str, str, dict[str, Any]]] = queue.SimpleQueue()
         self._informers = [Informer(api_client, path, functools.partial(self._enqueue, what), decoder=decoder)

@@ -22,6 +22,8 @@ AUTO_INJECT_MODES = ("namespaces", "all")
 CERTS_MODES = ("self-managed", "external")
 # Never touched, whatever the configuration says: a gate on a system pod can take the cluster down.
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
+# The largest timeoutSeconds a webhook configuration may have: an admission deadline must end before it.
+MAX_WEBHOOK_TIMEOUT_SECONDS = 30
 
 
 class ConfigError(ValueError):
@@ -39,12 +41,16 @@ class Config:
     native_gang_schedulers: tuple[str, ...] = ("volcano", "yunikorn", "scheduler-plugins-scheduler")
     owner_cache_ttl_seconds: float = 30.0
     owner_cache_max_entries: int = 10000
+    owner_cache_max_bytes: int = 32 * 2**20
     api_timeout_seconds: float = 2.0
+    admission_deadline_seconds: float = 3.0
     kubeconfig: str | None = None
     port: int = 8443
     cert_dir: str = "/etc/kubenexus/certs"
     workers: int = 2
     threads: int = 8
+    handshake_timeout_seconds: float = 5.0
+    read_timeout_seconds: float = 5.0
     log_level: str = "INFO"
     # --- gate controller ---
     pin_members: bool = True
@@ -108,6 +114,19 @@ def _positive(kind: type) -> Callable[[Any, str], Any]:
     return parse
 
 
+def _bytes(value: Any, name: str) -> int:
+    """A size in bytes: an integer or a quantity such as ``32Mi``."""
+    from gang.quantity import QuantityError, parse_quantity
+
+    try:
+        number = parse_quantity(value)
+    except (QuantityError, TypeError):
+        raise ConfigError(f"{name}: expected a size in bytes (e.g. 33554432 or 32Mi), got {value!r}") from None
+    if number < 1 or number != int(number):
+        raise ConfigError(f"{name}: expected a whole positive number of bytes, got {value!r}")
+    return int(number)
+
+
 def _names(value: Any, name: str) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [v.strip() for v in value.split(",") if v.strip()]
@@ -154,6 +173,9 @@ def _cross_check(config: Config) -> Config:
         raise ConfigError("certs.checkIntervalSeconds: every replica must see each rotation step within the overlap "
                           f"window: expected 2 x {config.certs_check_interval_seconds}s < overlapHours "
                           f"({config.certs_overlap_hours}h)")
+    if not config.admission_deadline_seconds < MAX_WEBHOOK_TIMEOUT_SECONDS:
+        raise ConfigError("admissionDeadlineSeconds: must be well inside the webhook configurations' timeoutSeconds "
+                          f"(at most {MAX_WEBHOOK_TIMEOUT_SECONDS}), got {config.admission_deadline_seconds}")
     from certs.generate import is_dns_name, is_ip  # lazily: gang must not import certs at module load
 
     for san in config.certs_extra_sans:
@@ -173,12 +195,16 @@ _FIELDS: tuple[tuple[str, str, Callable[[Any, str], Any]], ...] = (
     ("nativeGangSchedulers", "native_gang_schedulers", _names),
     ("ownerCache.ttlSeconds", "owner_cache_ttl_seconds", _positive(float)),
     ("ownerCache.maxEntries", "owner_cache_max_entries", _positive(int)),
+    ("ownerCache.maxBytes", "owner_cache_max_bytes", _bytes),
     ("apiTimeoutSeconds", "api_timeout_seconds", _positive(float)),
+    ("admissionDeadlineSeconds", "admission_deadline_seconds", _positive(float)),
     ("kubeconfig", "kubeconfig", _str),
     ("server.port", "port", _positive(int)),
     ("server.certDir", "cert_dir", _str),
     ("server.workers", "workers", _positive(int)),
     ("server.threads", "threads", _positive(int)),
+    ("server.handshakeTimeoutSeconds", "handshake_timeout_seconds", _positive(float)),
+    ("server.readTimeoutSeconds", "read_timeout_seconds", _positive(float)),
     ("logLevel", "log_level", _choice(("DEBUG", "INFO", "WARNING", "ERROR"))),
     ("controller.pinMembers", "pin_members", _bool),
     ("controller.starvationSeconds", "starvation_seconds", _positive(float)),

@@ -16,7 +16,7 @@ from gang.adapters.base import Chain, ExpectedMember, Membership
 from gang.config import Config
 from gang.kinds import NAMESPACE, split_api_version
 from gang.names import MAX_LABEL_VALUE, is_label_value, label_value
-from gang.objects import LookupFailed, Obj, ObjectSource
+from gang.objects import Deadline, LookupFailed, Obj, ObjectSource
 from gang.owners import Outcome, walk_owners
 
 
@@ -76,8 +76,10 @@ def trim_expected(expected: tuple[ExpectedMember, ...], full: int, size: int) ->
 
 
 class _Decider:
-    def __init__(self, pod: Obj, namespace: str, source: ObjectSource, config: Config) -> None:
+    def __init__(self, pod: Obj, namespace: str, source: ObjectSource, config: Config,
+                 deadline: Deadline | None) -> None:
         self.pod, self.namespace, self.source, self.config = pod, namespace, source, config
+        self.deadline = deadline
         meta = _dict(pod.get("metadata"))
         self.labels, self.annotations = _dict(meta.get("labels")), _dict(meta.get("annotations"))
         self.explicit_name = self.labels.get(keys.POD_GROUP_LABEL) or self.annotations.get(
@@ -131,13 +133,13 @@ class _Decider:
         )
 
     def namespace_label(self) -> str | None:
-        ns = self.source.get(NAMESPACE, "v1", None, self.namespace)
+        ns = self.source.get(NAMESPACE, "v1", None, self.namespace, deadline=self.deadline)
         return _dict(_dict((ns or {}).get("metadata")).get("labels")).get(keys.GANG_SCHEDULING)
 
     def decide(self) -> Decision:
         if self.config.is_excluded(self.namespace):
             return self.skip(f"namespace {self.namespace} is excluded from gang scheduling")
-        walk = walk_owners(self.pod, self.namespace, self.source)
+        walk = walk_owners(self.pod, self.namespace, self.source, self.deadline)
         explicit = Membership(True, "explicit pod-group labels on the pod", self.explicit_name or "", 0)
         if walk.outcome is Outcome.FAILED:
             if self.explicit_name and keys.OWNER_ANNOTATION in self.annotations:
@@ -200,6 +202,10 @@ class _Decider:
         return self.gang(membership, root)
 
 
-def decide(pod: Obj, namespace: str, source: ObjectSource, config: Config) -> Decision:
-    """What admission should do with ``pod`` created in ``namespace``."""
-    return _Decider(pod, namespace, source, config).decide()
+def decide(pod: Obj, namespace: str, source: ObjectSource, config: Config,
+           deadline: Deadline | None = None) -> Decision:
+    """What admission should do with ``pod`` created in ``namespace``.
+
+    API reads that do not finish before ``deadline`` make the pod UNRESOLVED (gated for the gate
+    controller), never SKIP: admission must answer within the apiserver's webhook timeout."""
+    return _Decider(pod, namespace, source, config, deadline).decide()

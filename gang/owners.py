@@ -14,7 +14,7 @@ from typing import Any
 from gang.adapters import adapter_for
 from gang.adapters.base import WorkloadAdapter
 from gang.kinds import INTERMEDIATE, NON_BATCH_OWNERS, split_api_version
-from gang.objects import LookupFailed, Obj, ObjectSource
+from gang.objects import Deadline, LookupFailed, Obj, ObjectSource
 
 MAX_HOPS = 10
 
@@ -57,8 +57,10 @@ def next_reference(obj: Obj, non_controller: frozenset[tuple[str, str]]) -> dict
     return None
 
 
-def walk_owners(pod: Obj, namespace: str, source: ObjectSource) -> Walk:
-    """Read the pod's owners up to its root; the outcome says where and why the walk stopped."""
+def walk_owners(pod: Obj, namespace: str, source: ObjectSource, deadline: Deadline | None = None) -> Walk:
+    """Read the pod's owners up to its root; the outcome says where and why the walk stopped.
+
+    Reads that cannot finish before ``deadline`` fail (``Outcome.FAILED``)."""
     chain: list[Obj] = []
     seen: set[tuple[str, str, str]] = set()
     obj, non_controller = pod, frozenset[tuple[str, str]]()
@@ -82,7 +84,7 @@ def walk_owners(pod: Obj, namespace: str, source: ObjectSource) -> Walk:
         seen.add(identity)
         uid = ref.get("uid") if isinstance(ref.get("uid"), str) else None
         try:
-            owner = source.get(kind_info, api_version, namespace, name, uid)
+            owner = source.get(kind_info, api_version, namespace, name, uid, deadline)
         except LookupFailed as exc:
             return Walk(Outcome.FAILED, f"reading {label} {namespace}/{name}: {exc}", chain)
         if owner is None or (uid and _meta(owner).get("uid") != uid):

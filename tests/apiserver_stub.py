@@ -2,7 +2,8 @@
 
 Test equipment, not the system under test: it serves stored objects at their real REST
 paths (404 Status otherwise), counts every read, and can be told to fail a path (HTTP
-status or delay) so tests can check what the webhook does when the API misbehaves.
+status or delay) or to answer it slowly, so tests can check what the webhook does when the API
+misbehaves.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -28,6 +30,8 @@ class StubApiServer:
         self.objects: dict[str, dict[str, Any]] = {}
         self.reads: Counter[str] = Counter()
         self.failures: dict[str, tuple[int, float]] = {}
+        # Objects too many to store (benchmarks): the JSON body for a path that is not stored, or None (404).
+        self.generate: Callable[[str], bytes | None] | None = None
         self._lock = threading.Lock()
         stub = self
 
@@ -46,21 +50,27 @@ class StubApiServer:
                     obj = stub.objects.get(path)
                 if delay:
                     time.sleep(delay)
+                body = json.dumps(obj).encode() if obj is not None else None
+                if body is None and stub.generate is not None:
+                    body = stub.generate(path)
                 if path == "/version":
-                    status, obj = status or 200, {"major": "1", "minor": "31", "gitVersion": "v1.31.0-stub"}
+                    status, body = status or 200, b'{"major": "1", "minor": "31", "gitVersion": "v1.31.0-stub"}'
                 elif not status:
-                    status = 200 if obj is not None else 404
+                    status = 200 if body is not None else 404
                 if status != 200:
-                    obj = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status,
-                           "reason": "NotFound" if status == 404 else "InternalError"}
-                body = json.dumps(obj).encode()
+                    body = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status,
+                                       "reason": "NotFound" if status == 404 else "InternalError"}).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                pass  # a client that gave up on a slow answer closed its end: nothing to report
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -78,6 +88,12 @@ class StubApiServer:
     def fail(self, obj: dict[str, Any], status: int = 500, delay: float = 0.0) -> None:
         with self._lock:
             self.failures[self.path_of(obj)] = (status, delay)
+
+    def slow(self, *objects: dict[str, Any], seconds: float) -> None:
+        """Answer every read of these objects (a correct answer) only after ``seconds``."""
+        with self._lock:
+            for obj in objects:
+                self.failures[self.path_of(obj)] = (0, seconds)
 
     def clear(self) -> None:
         with self._lock:

@@ -10,6 +10,7 @@ written independently of the product so that the tests can disagree with it.
 from __future__ import annotations
 
 import copy
+import json
 import re
 import uuid
 from fractions import Fraction
@@ -505,3 +506,57 @@ def argo_pod(wf: Obj, step: str) -> Obj:
                labels={"workflows.argoproj.io/workflow": name_of(wf), "workflows.argoproj.io/completed": "false"},
                annotations={"workflows.argoproj.io/node-name": f"{name_of(wf)}.{step}"},
                owners=(ref(wf),), spec=pod_spec(container("main"), container("wait", cpu="10m", memory="64Mi")))
+
+
+# --- objects as the apiserver returns them ---------------------------------------------------------------
+
+BULKY_CONTAINER = {
+    "image": "registry.example.com/train:1.0", "imagePullPolicy": "IfNotPresent",
+    "command": ["python", "-m", "train"], "args": ["--epochs", "10"] * 20,
+    "env": [{"name": f"VAR_{i}", "value": "v" * 40} for i in range(40)],
+    "envFrom": [{"configMapRef": {"name": "settings"}}],
+    "ports": [{"containerPort": 8080, "name": "http"}],
+    "volumeMounts": [{"name": f"vol-{i}", "mountPath": f"/mnt/{i}"} for i in range(10)],
+    "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 10},
+    "readinessProbe": {"exec": {"command": ["true"]}},
+    "securityContext": {"runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}},
+}
+BULKY_POD_SPEC = {
+    "volumes": [{"name": f"vol-{i}", "configMap": {"name": f"cm-{i}"}} for i in range(10)],
+    "serviceAccountName": "trainer", "securityContext": {"fsGroup": 1000}, "priorityClassName": "batch",
+    "imagePullSecrets": [{"name": "registry"}], "terminationGracePeriodSeconds": 30,
+}
+
+
+def bulk_up(value: Any) -> Any:
+    """Add what real objects carry and decisions never read, everywhere it can appear."""
+    if isinstance(value, list):
+        return [bulk_up(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out = {key: bulk_up(item) for key, item in value.items()}
+    for field in ("containers", "initContainers"):
+        if isinstance(out.get(field), list):
+            out[field] = [{**copy.deepcopy(BULKY_CONTAINER), **c} for c in out[field]]
+            for name, extra in BULKY_POD_SPEC.items():
+                out.setdefault(name, copy.deepcopy(extra))
+    return out
+
+
+def as_returned(obj: Obj) -> Obj:
+    """``obj`` as the apiserver returns it: server-side fields, kubectl's annotation, status, and pod templates
+    with what real ones carry (images, env, commands, volumes, probes)."""
+    full = bulk_up(obj)
+    meta = full["metadata"]
+    meta.setdefault("uid", f"uid-{meta['name']}")
+    meta.update(resourceVersion="12345", generation=3, creationTimestamp="2026-11-25T10:00:00Z",
+                finalizers=["example.com/cleanup"],
+                managedFields=[{"manager": "kubectl", "operation": "Apply", "fieldsType": "FieldsV1",
+                                "fieldsV1": {"f:spec": {f"f:field{i}": {} for i in range(200)}}}])
+    meta["annotations"] = {**meta.get("annotations", {}), "example.com/note": "n" * 100,
+                           "kubectl.kubernetes.io/last-applied-configuration": json.dumps(obj)}
+    meta.setdefault("labels", {})["app.kubernetes.io/part-of"] = "training"
+    if "spec" in full:
+        full["spec"].update(suspend=False, ttlSecondsAfterFinished=600, arguments=["a"] * 50)
+    full["status"] = {"conditions": [{"type": "Created", "status": "True", "message": "m" * 200}] * 10}
+    return full

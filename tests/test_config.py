@@ -19,13 +19,17 @@ nativeGangSchedulers: [volcano]
 ownerCache:
   ttlSeconds: 12.5
   maxEntries: 50
+  maxBytes: 16Mi
 apiTimeoutSeconds: 0.5
+admissionDeadlineSeconds: 2.5
 kubeconfig: /etc/kube/config
 server:
   port: 9443
   certDir: /certs
   workers: 3
   threads: 4
+  handshakeTimeoutSeconds: 2
+  readTimeoutSeconds: 1.5
 """
 
 
@@ -44,6 +48,9 @@ def test_defaults_without_file_or_environment():
     assert config.excluded_namespaces == ()
     assert config.owner_cache_ttl_seconds == 30.0
     assert config.owner_cache_max_entries == 10000
+    assert config.owner_cache_max_bytes == 32 * 1024 * 1024
+    assert config.admission_deadline_seconds == 3.0
+    assert config.handshake_timeout_seconds == 5.0 and config.read_timeout_seconds == 5.0
     assert config.kubeconfig is None
     assert config.port == 8443
 
@@ -64,12 +71,16 @@ def test_every_setting_is_read_from_the_file(tmp_path):
         native_gang_schedulers=("volcano",),
         owner_cache_ttl_seconds=12.5,
         owner_cache_max_entries=50,
+        owner_cache_max_bytes=16 * 1024 * 1024,
         api_timeout_seconds=0.5,
+        admission_deadline_seconds=2.5,
         kubeconfig="/etc/kube/config",
         port=9443,
         cert_dir="/certs",
         workers=3,
         threads=4,
+        handshake_timeout_seconds=2.0,
+        read_timeout_seconds=1.5,
     )
 
 
@@ -79,6 +90,9 @@ def test_environment_wins_over_the_file(tmp_path):
         "KUBENEXUS_AUTO_INJECT": "namespaces",
         "KUBENEXUS_OWNER_CACHE_TTL_SECONDS": "5",
         "KUBENEXUS_OWNER_CACHE_MAX_ENTRIES": "7",
+        "KUBENEXUS_OWNER_CACHE_MAX_BYTES": "1048576",
+        "KUBENEXUS_ADMISSION_DEADLINE_SECONDS": "4",
+        "KUBENEXUS_SERVER_READ_TIMEOUT_SECONDS": "0.5",
         "KUBENEXUS_EXCLUDED_NAMESPACES": " ns-1, ns-2 ,,ns-3",
         "KUBENEXUS_COSCHEDULING_ANNOTATIONS": "TRUE",
         "KUBENEXUS_SERVER_PORT": "10443",
@@ -89,6 +103,10 @@ def test_environment_wins_over_the_file(tmp_path):
     assert config.auto_inject == "namespaces"
     assert config.owner_cache_ttl_seconds == 5.0
     assert config.owner_cache_max_entries == 7
+    assert config.owner_cache_max_bytes == 1048576
+    assert config.admission_deadline_seconds == 4.0
+    assert config.read_timeout_seconds == 0.5
+    assert config.handshake_timeout_seconds == 2.0
     assert config.excluded_namespaces == ("ns-1", "ns-2", "ns-3")
     assert config.cosched_annotations is True
     assert config.port == 10443
@@ -135,6 +153,18 @@ def test_unrelated_environment_variables_are_ignored():
         ("ownerCache:\n  maxEntries: [1]", "ownerCache.maxEntries"),
         ("ownerCache:\n  maxEntries: .inf", "ownerCache.maxEntries"),
         ("apiTimeoutSeconds: -0.5", "apiTimeoutSeconds"),
+        ("ownerCache:\n  maxBytes: 0", "ownerCache.maxBytes"),
+        ("ownerCache:\n  maxBytes: -1Mi", "ownerCache.maxBytes"),
+        ("ownerCache:\n  maxBytes: 1.5", "ownerCache.maxBytes"),
+        ("ownerCache:\n  maxBytes: 32MB", "ownerCache.maxBytes"),
+        ("ownerCache:\n  maxBytes: true", "ownerCache.maxBytes"),
+        ("ownerCache:\n  maxBytes: [1]", "ownerCache.maxBytes"),
+        ("admissionDeadlineSeconds: 0", "admissionDeadlineSeconds"),
+        ("admissionDeadlineSeconds: soon", "admissionDeadlineSeconds"),
+        ("admissionDeadlineSeconds: 30", "admissionDeadlineSeconds"),  # never inside a webhook's timeoutSeconds
+        ("server:\n  handshakeTimeoutSeconds: 0", "server.handshakeTimeoutSeconds"),
+        ("server:\n  readTimeoutSeconds: -1", "server.readTimeoutSeconds"),
+        ("server:\n  readTimeoutSeconds: .nan", "server.readTimeoutSeconds"),
         ("kubeconfig: 5", "kubeconfig"),
         ("server:\n  port: 0", "server.port"),
         ("server:\n  port: 8443.9", "server.port"),
@@ -164,6 +194,9 @@ def test_invalid_file_value_names_the_setting(tmp_path, text, setting):
         ("KUBENEXUS_OWNER_CACHE_MAX_ENTRIES", "1.5"),
         ("KUBENEXUS_SERVER_PORT", "0"),
         ("KUBENEXUS_API_TIMEOUT_SECONDS", "-1"),
+        ("KUBENEXUS_OWNER_CACHE_MAX_BYTES", "lots"),
+        ("KUBENEXUS_ADMISSION_DEADLINE_SECONDS", "0"),
+        ("KUBENEXUS_SERVER_HANDSHAKE_TIMEOUT_SECONDS", "x"),
     ],
 )
 def test_invalid_environment_value_names_the_variable(name, value):

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import gc
+import json
 import threading
 import time
+import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from gang import slim
 from gang.adapters.batch import JobAdapter
 from gang.adapters.spark import ScheduledSparkApplicationAdapter, SparkApplicationAdapter
 from gang.kinds import JOB, NAMESPACE
-from gang.objects import CachedSource, LookupFailed, MemorySource
+from gang.objects import CachedSource, LookupFailed, MemorySource, deep_size
 from gang.owners import MAX_HOPS, Outcome, walk_owners
 
 NS = "team-a"
@@ -44,7 +48,7 @@ class FakeSource:
         self.lock = threading.Lock()
         self.delay = 0.0
 
-    def get(self, kind, api_version, namespace, name, uid=None):
+    def get(self, kind, api_version, namespace, name, uid=None, deadline=None):
         with self.lock:
             self.reads += 1
         time.sleep(self.delay)
@@ -62,8 +66,8 @@ class Clock:
         return self.now
 
 
-def cached(inner, ttl=30.0, max_entries=100, clock=None):
-    return CachedSource(inner, ttl, max_entries, clock or Clock())
+def cached(inner, ttl=30.0, max_entries=100, clock=None, max_bytes=None):
+    return CachedSource(inner, ttl, max_entries, max_bytes, clock or Clock())
 
 
 def get(source, name, uid=None):
@@ -189,6 +193,84 @@ def test_waiters_retry_after_a_failed_leader():
     with ThreadPoolExecutor(max_workers=4) as pool:
         assert list(pool.map(worker, range(4))) == ["failed"] * 4
     assert inner.reads == 4
+
+
+def test_expired_entries_are_dropped_without_being_pushed_out():
+    clock = Clock()
+    inner = FakeSource({n: obj("batch/v1", "Job", n) for n in "abcd"})
+    source = cached(inner, ttl=10, clock=clock)
+    for name in "abc":
+        get(source, name)
+    clock.now += 5
+    get(source, "a")  # a hit does not extend the ttl
+    assert source.size[0] == 3
+    clock.now += 5
+    get(source, "d")
+    assert source.size == (1, source.size[1])
+    assert source.size[1] < 2 * deep_size(inner.objects["d"]) + 1024
+
+
+def test_byte_bound_evicts_least_recently_used():
+    objects = {n: obj("batch/v1", "Job", n) for n in "abcd"}
+    one = cached(FakeSource(objects))
+    get(one, "a")
+    entry = one.size[1]  # what one such entry is accounted
+    inner = FakeSource(objects)
+    source = cached(inner, max_bytes=3 * entry + entry // 2)
+    for name in "abc":
+        get(source, name)
+    get(source, "a")  # a is now the most recently used
+    get(source, "d")  # evicts b
+    assert source.size[0] == 3 and source.size[1] <= 3 * entry + entry // 2
+    assert inner.reads == 4
+    get(source, "a")
+    get(source, "c")
+    assert inner.reads == 4
+    get(source, "b")
+    assert inner.reads == 5
+
+
+def test_an_object_larger_than_the_byte_bound_is_not_cached():
+    big = obj("batch/v1", "Job", "big")
+    big["metadata"]["labels"] = {f"label-{i}": "x" * 60 for i in range(100)}
+    inner = FakeSource({"big": big})
+    source = cached(inner, max_bytes=4096)
+    assert get(source, "big") is big
+    assert get(source, "big") is big
+    assert inner.reads == 2 and source.size == (0, 0)
+
+
+def test_accounted_bytes_cover_what_the_cache_keeps():
+    """The byte bound is measured, not guessed: what the cache holds (tracemalloc) stays within its account."""
+    bodies = {}
+    for i in range(1000):
+        job = obj("batch/v1", "Job", f"job-{i}", refs=[ref("jobset.x-k8s.io/v1alpha2", "JobSet", "js")])
+        job["metadata"].update(labels={"jobset.sigs.k8s.io/replicatedjob-name": "workers"},
+                               annotations={"kubectl.kubernetes.io/last-applied-configuration": "x" * 5000},
+                               managedFields=[{"manager": "jobset", "fieldsV1": {f"f:{k}": {} for k in range(50)}}])
+        job["spec"] = {"parallelism": 4, "completions": 4, "template": {"spec": {"containers": [
+            {"name": "c", "image": "i", "env": [{"name": f"E{k}", "value": "v"} for k in range(30)],
+             "resources": {"requests": {"cpu": "1"}}}]}}}
+        bodies[f"job-{i}"] = json.dumps(job).encode()
+
+    class Decoding:
+        def get(self, kind, api_version, namespace, name, uid=None, deadline=None):
+            return slim.decode(kind, bodies[name])
+
+    source = cached(Decoding(), max_entries=10_000)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for name in bodies:
+            get(source, name)
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    entries, accounted = source.size
+    assert entries == 1000
+    assert held <= accounted <= 2 * held, (held, accounted)
 
 
 # --- MemorySource ------------------------------------------------------------------------

@@ -10,7 +10,9 @@ import subprocess
 
 from cryptography import x509
 
-from tests.conftest import KUBENEXUS, pod_request
+from tests.apiserver_stub import StubApiServer
+from tests.conftest import KUBENEXUS, Webhook, pod_request, wait_for
+from tests.contract import GATE, UNRESOLVED
 
 PLAIN_POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}
 
@@ -42,7 +44,43 @@ def test_non_create_requests_are_allowed_without_patch(webhook, namespace):
 
 def test_probes(webhook):
     assert webhook.request("GET", "/healthz") == (200, b"ok")
-    assert webhook.request("GET", "/readyz") == (200, b"ready")
+    status, body = webhook.request("GET", "/readyz")
+    assert status == 200 and body.startswith(b"ready\n")
+    assert wait_for(lambda: b"apiserver: reachable" in webhook.request("GET", "/readyz")[1], timeout=15)
+    assert wait_for(lambda: _gauge(webhook, "kubenexus_webhook_apiserver_reachable") == 1.0, timeout=15)
+
+
+def _gauge(webhook, name: str) -> float | None:
+    status, body = webhook.request("GET", "/metrics")
+    assert status == 200
+    found = re.search(rb"^" + name.encode() + rb"(?:\{[^}]*\})? ([0-9.e+-]+)$", body, re.MULTILINE)
+    return float(found.group(1)) if found else None
+
+
+def test_an_apiserver_outage_keeps_every_replica_ready_and_gating(workdir, tls, namespace):
+    """Readiness does not follow the apiserver: an outage would otherwise take every replica out of the Service
+    at once. The webhook stays ready, says why in the body and the metric, and gates pods as unresolved."""
+    down = StubApiServer()
+    kubeconfig = down.write_kubeconfig(str(workdir / "kubeconfig-down"))
+    down.close()  # nothing listens there any more: every read is refused
+    hooks = [Webhook(workdir, tls, kubeconfig, {}) for _ in range(2)]  # two replicas, both stay in the Service
+    try:
+        for hook in hooks:
+            status, body = hook.request("GET", "/readyz")
+            assert status == 200, body
+            assert wait_for(lambda hook=hook: b"apiserver: not reachable" in hook.request("GET", "/readyz")[1],
+                            timeout=15)
+            assert wait_for(lambda hook=hook: _gauge(hook, "kubenexus_webhook_apiserver_reachable") == 0.0,
+                            timeout=15)
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "j-", "ownerReferences": [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "uid-j", "controller": True}]},
+            "spec": {"containers": [{"name": "c"}]}}
+        _, after = hooks[0].admit(pod, namespace)
+        assert {"name": GATE} in after["spec"]["schedulingGates"]
+        assert UNRESOLVED in after["metadata"]["annotations"]
+    finally:
+        for hook in hooks:
+            hook.stop()
 
 
 def test_tls_is_at_least_1_2_and_verifies_with_the_generated_ca(webhook, tls):
@@ -88,3 +126,19 @@ def test_metrics_show_when_the_served_certificate_expires(webhook, tls):
                       re.MULTILINE)
     assert found, body.decode()[:2000]
     assert float(found.group(1)) == peer.not_valid_after_utc.timestamp()
+
+
+def test_metrics_show_what_each_workers_owner_cache_holds(webhook, apiserver, namespace):
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "sized", "namespace": namespace, "uid": "u"},
+           "spec": {"parallelism": 2}}
+    apiserver.put(job)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "sized-", "ownerReferences": [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "sized", "uid": "u", "controller": True}]},
+        "spec": {"containers": [{"name": "c"}]}}
+    webhook.admit(pod, namespace)
+    status, body = webhook.request("GET", "/metrics")
+    sizes = [float(v) for v in re.findall(rb'^kubenexus_webhook_owner_cache_bytes\{pid="\d+"\} (\S+)$', body,
+                                          re.MULTILINE)]
+    entries = [float(v) for v in re.findall(rb'^kubenexus_webhook_owner_cache_entries\{pid="\d+"\} (\S+)$', body,
+                                            re.MULTILINE)]
+    assert status == 200 and max(sizes) > 0 and max(entries) >= 1, body.decode()[-2000:]

@@ -26,7 +26,16 @@ LATENCY = Histogram("kubenexus_webhook_request_duration_seconds", "Time to answe
 DECISIONS = Counter("kubenexus_webhook_pod_decisions_total", "Pod admission decisions", ["action"])
 OWNER_READS = Counter("kubenexus_webhook_owner_reads_total", "API reads of owner objects (cache misses)",
                       ["kind", "result"])
-
+# Per worker (a pid label): what its owner cache holds, as measured against ownerCache.maxBytes.
+OWNER_CACHE_BYTES = Gauge("kubenexus_webhook_owner_cache_bytes", "Bytes held by the owner cache of each worker",
+                          multiprocess_mode="liveall")
+OWNER_CACHE_ENTRIES = Gauge("kubenexus_webhook_owner_cache_entries", "Objects in the owner cache of each worker",
+                            multiprocess_mode="liveall")
+CLIENT_TIMEOUTS = Counter("kubenexus_webhook_client_timeouts_total",
+                          "Connections closed for not finishing their TLS handshake or request in time", ["stage"])
+# 0 when any live worker's last GET /version failed: owner reads fail too, pods are gated as unresolved.
+APISERVER_REACHABLE = Gauge("kubenexus_webhook_apiserver_reachable",
+                            "1 when every worker's last check reached the apiserver", multiprocess_mode="livemin")
 
 # The soonest expiry among live workers (they serve the same files; one may not have reloaded yet).
 CERT_EXPIRY = Gauge("kubenexus_webhook_certificate_expiry_timestamp_seconds",
@@ -45,3 +54,8 @@ def exposition() -> tuple[bytes, str]:
 
 def record_read(kind: str, result: str) -> None:
     OWNER_READS.labels(kind, result).inc()
+
+
+def record_cache_size(entries: int, size: int) -> None:
+    OWNER_CACHE_ENTRIES.set(entries)
+    OWNER_CACHE_BYTES.set(size)

@@ -13,7 +13,7 @@ from typing import Any
 
 from gang.config import Config
 from gang.decide import Action, Decision, decide
-from gang.objects import ObjectSource
+from gang.objects import Deadline, ObjectSource
 from webhook.mutate import desired_pod, forged_state, json_patch
 
 API_VERSION = "admission.k8s.io/v1"
@@ -97,7 +97,7 @@ def admit_pod(request: Obj, source: ObjectSource, config: Config) -> PodAdmissio
         raise BadRequest("request.namespace is missing for a pod CREATE")
     denial = None
     try:
-        decision = decide(pod, namespace, source, config)
+        decision = decide(pod, namespace, source, config, Deadline(config.admission_deadline_seconds))
         denial = forged_state(pod, decision)
     except Exception:  # a bug must not block pods: admit unchanged, loudly
         log.exception("deciding the gang failed", extra={"uid": request["uid"], "namespace": namespace})

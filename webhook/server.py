@@ -1,4 +1,4 @@
-"""``kubenexus webhook``: the Flask app under gunicorn (gthread workers) with TLS ≥ 1.2.
+"""``kubenexus webhook``: the Flask app under gunicorn (gthread workers, webhook/worker.py) with TLS ≥ 1.2.
 
 Each worker builds its own API client and owner cache after the fork. Metrics are shared
 through ``PROMETHEUS_MULTIPROC_DIR``, which must be set before prometheus_client is imported.
@@ -40,49 +40,85 @@ STARTUP_CERTS_SECONDS = 120.0  # how long start-up waits for a certificate befor
 log = logging.getLogger("kubenexus.webhook")
 
 
-def api_client(config: Config) -> Any:
-    """The webhook's ApiClient: one retry on a dropped connection, so admission latency stays bounded."""
-    return new_api_client(config.kubeconfig, pool_size=max(config.threads, 4), retries=1)
+def api_client(config: Config, retries: int = 1) -> Any:
+    """The webhook's ApiClient; ``retries`` on a dropped connection (0 for owner reads, which ApiSource
+    retries itself within the admission deadline)."""
+    return new_api_client(config.kubeconfig, pool_size=max(config.threads, 4), retries=retries)
 
 
 def cert_paths(config: Config) -> tuple[str, str]:
     return os.path.join(config.cert_dir, "tls.crt"), os.path.join(config.cert_dir, "tls.key")
 
 
+class ApiserverWatch:
+    """Whether this worker reaches the apiserver: ``GET /version`` every ``READY_CACHE_SECONDS`` in a
+    thread of its own, so neither ``/readyz`` nor admission ever waits for it."""
+
+    def __init__(self, ping: Callable[[], None], on_result: Callable[[bool], None]) -> None:
+        self._ping, self._on_result = ping, on_result
+        self.status = "not checked yet"
+
+    def check(self) -> None:
+        try:
+            self._ping()
+        except LookupFailed as exc:
+            self._on_result(False)
+            self.status = f"not reachable: {exc}"
+        else:
+            self._on_result(True)
+            self.status = "reachable"
+
+    def start(self) -> ApiserverWatch:
+        def loop() -> None:
+            while True:
+                self.check()
+                time.sleep(READY_CACHE_SECONDS)
+
+        threading.Thread(target=loop, name="apiserver-watch", daemon=True).start()
+        return self
+
+
 class Readiness:
-    """Ready when the serving certificate loads and the apiserver answers; cached briefly."""
+    """Ready when the serving certificate loads (and this worker answers, which it does by answering).
 
-    def __init__(self, config: Config, ping: Callable[[], None]) -> None:
-        self._config, self._ping = config, ping
+    Not when the apiserver answers: a blip would take every replica out of the Service at once, and
+    then no pod is gated (failurePolicy Ignore) or none is created (Fail). Without the apiserver the
+    webhook still answers correctly: pods whose owners cannot be read are gated as unresolved for
+    the gate controller, and validation needs no reads. Reachability is reported instead, in the
+    body and in ``kubenexus_webhook_apiserver_reachable``.
+    """
+
+    def __init__(self, config: Config, apiserver: ApiserverWatch) -> None:
+        self._config, self._apiserver = config, apiserver
         self._lock = threading.Lock()
-        self._until, self._answer = 0.0, (False, "not checked")
+        self._until, self._certificate = 0.0, (False, "not checked")
 
-    def _check(self) -> tuple[bool, str]:
+    def _check_certificate(self) -> tuple[bool, str]:
         try:  # the context new connections get: the files as they are now, or the last good pair
             reloading_context(*cert_paths(self._config)).context()
         except ssl.SSLError as exc:
             return False, f"serving certificate does not load: {exc}"
-        try:
-            self._ping()
-        except LookupFailed as exc:
-            return False, f"apiserver not reachable: {exc}"
         return True, "ready"
 
     def __call__(self) -> tuple[bool, str]:
         with self._lock:
             if time.monotonic() >= self._until:
-                self._answer = self._check()
+                self._certificate = self._check_certificate()
                 self._until = time.monotonic() + READY_CACHE_SECONDS
-            return self._answer
+            ok, reason = self._certificate
+        return ok, f"{reason}\napiserver: {self._apiserver.status}\n"
 
 
 def build_app(config: Config) -> Any:
+    """The Flask app of one worker (gunicorn loads it after the fork), with its API client, cache and checks."""
     from webhook.app import create_app
-    from webhook.metrics import record_read
+    from webhook.metrics import APISERVER_REACHABLE, record_cache_size, record_read
 
-    api = ApiSource(api_client(config), config.api_timeout_seconds, on_read=record_read)
-    source = CachedSource(api, config.owner_cache_ttl_seconds, config.owner_cache_max_entries)
-    return create_app(config, source, Readiness(config, api.ping))
+    api = ApiSource(api_client(config, retries=0), config.api_timeout_seconds, on_read=record_read, retries=1)
+    source = CachedSource(api, config.owner_cache_ttl_seconds, config.owner_cache_max_entries,
+                          config.owner_cache_max_bytes, on_size=record_cache_size)
+    apiserver = ApiserverWatch(api.ping, lambda up: APISERVER_REACHABLE.set(1 if up else 0)).start()
+    return create_app(config, source, Readiness(config, apiserver))
 
 
 def _tls_context(conf: Any, factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
@@ -162,10 +198,12 @@ def _child_exit(server: Any, worker: Any) -> None:
 
 def gunicorn_options(config: Config, bind: str) -> dict[str, Any]:
     """The shipped gunicorn settings (also used by the benchmark)."""
+    from webhook.worker import worker_class
+
     cert, key = cert_paths(config)
     return {
         "bind": bind,
-        "worker_class": "gthread",
+        "worker_class": worker_class(config.handshake_timeout_seconds, config.read_timeout_seconds),
         "workers": config.workers,
         "threads": config.threads,
         "certfile": cert,

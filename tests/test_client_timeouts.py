@@ -1,0 +1,220 @@
+"""Stalled and slow clients cannot starve the webhook (webhook/worker.py): TLS handshakes and request reads
+wait in the worker's poller, not in its 8 threads, and end at ``server.handshakeTimeoutSeconds`` /
+``server.readTimeoutSeconds``. Meanwhile admissions are answered promptly, on the real webhook over HTTPS."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import re
+import socket
+import ssl
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import pod_request
+from tests.contract import GATE, OPT_IN
+from tests.test_operators import SCENARIOS
+from webhook.worker import READ_AHEAD_BYTES, request_complete
+
+CLIENTS = 48  # more than the shipped 2 workers x 8 threads can hold
+TIMEOUT = 3.0  # the client timeouts of the webhook under test (shipped: 5 s)
+PROMPT = 2.0  # an admission on a fresh connection, on a busy 2-core machine (normally a few ms)
+# A TLS record header announcing a 512-byte ClientHello, and only its first bytes.
+PARTIAL_CLIENT_HELLO = bytes([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xFC, 0x03, 0x03]) + b"\x00" * 20
+
+
+@pytest.fixture(scope="module")
+def hook(start_webhook, tls):
+    return start_webhook(server={"certDir": str(Path(tls.cert).parent), "handshakeTimeoutSeconds": TIMEOUT,
+                                 "readTimeoutSeconds": TIMEOUT})
+
+
+def review(pod: dict, namespace: str) -> bytes:
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                       "request": pod_request(pod, namespace)}).encode()
+
+
+def admit_on_a_new_connection(hook, pod: dict, namespace: str) -> tuple[float, dict]:
+    """A new connection (a new TLS handshake) and one admission on it: (seconds it took, the response)."""
+    started = time.monotonic()
+    conn = http.client.HTTPSConnection("127.0.0.1", hook.port, context=hook.context, timeout=10)
+    try:
+        conn.request("POST", "/mutate", body=review(pod, namespace), headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        assert response.status == 200
+        return time.monotonic() - started, json.loads(response.read())["response"]
+    finally:
+        conn.close()
+
+
+def gang_pod(apiserver, namespace: str) -> dict:
+    scenario = SCENARIOS["job"](namespace, {OPT_IN: "true"})
+    apiserver.put(*scenario.owners)
+    return scenario.pod
+
+
+def assert_admissions_are_prompt(hook, apiserver, namespace: str) -> None:
+    pod = gang_pod(apiserver, namespace)
+    for _ in range(10):
+        took, response = admit_on_a_new_connection(hook, pod, namespace)
+        assert took < PROMPT, f"admission took {took:.2f}s"
+        assert response["allowed"] and GATE in base64.b64decode(response["patch"]).decode()  # gated, not escaped
+
+
+def wait_closed(sockets: list, deadline: float) -> None:
+    """Each socket sees the webhook close it (EOF or reset) before ``deadline`` (monotonic)."""
+    for sock in sockets:
+        sock.settimeout(max(deadline - time.monotonic(), 0.01))
+        try:
+            while sock.recv(4096):
+                pass
+        except (ConnectionResetError, ssl.SSLError):
+            pass
+        except TimeoutError:
+            raise AssertionError("a stalled connection is still open after the deadline") from None
+
+
+def timeouts(hook, stage: str) -> float:
+    status, body = hook.request("GET", "/metrics")
+    assert status == 200
+    found = re.search(rb'^kubenexus_webhook_client_timeouts_total\{stage="' + stage.encode() + rb'"\} ([0-9.e+]+)$',
+                      body, re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_stalled_tls_handshakes_do_not_starve_admission(hook, apiserver, namespace):
+    before = timeouts(hook, "handshake")
+    stalled = [socket.create_connection(("127.0.0.1", hook.port), timeout=10) for _ in range(CLIENTS)]
+    opened = time.monotonic()
+    try:
+        for sock in stalled:
+            sock.sendall(PARTIAL_CLIENT_HELLO)
+        assert_admissions_are_prompt(hook, apiserver, namespace)
+        wait_closed(stalled, opened + TIMEOUT + 2.5)  # the poller looks once a second
+    finally:
+        for sock in stalled:
+            sock.close()
+    assert timeouts(hook, "handshake") - before >= CLIENTS
+
+
+class Trickler:
+    """Slowloris: TLS connections that send a request head one byte at a time, 4 bytes a second."""
+
+    def __init__(self, hook, count: int, first: bytes = b"") -> None:
+        self.sockets = []
+        for _ in range(count):
+            sock = hook.context.wrap_socket(socket.create_connection(("127.0.0.1", hook.port), timeout=10),
+                                            server_hostname="127.0.0.1")
+            sock.sendall(first + b"POST /mutate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\n")
+            self.sockets.append(sock)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        live = list(self.sockets)
+        while live and not self._stop.wait(0.25):
+            for sock in list(live):
+                try:
+                    sock.send(b"X")
+                except OSError:
+                    live.remove(sock)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        for sock in self.sockets:
+            sock.close()
+
+
+def test_slowloris_clients_do_not_starve_admission(hook, apiserver, namespace):
+    before = timeouts(hook, "read")
+    plain = review({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}, namespace)
+    first = (b"POST /mutate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\n"
+             b"Content-Length: %d\r\n\r\n%s" % (len(plain), plain))
+    # Half send their whole head slowly; half answer one request first and trickle the next (kept alive).
+    slow = [Trickler(hook, CLIENTS // 2), Trickler(hook, CLIENTS // 2, first=first)]
+    opened = time.monotonic()
+    try:
+        assert_admissions_are_prompt(hook, apiserver, namespace)
+        for trickler in slow:
+            wait_closed(trickler.sockets, opened + TIMEOUT + 2.5)
+    finally:
+        for trickler in slow:
+            trickler.close()
+    assert timeouts(hook, "read") - before >= CLIENTS
+
+
+def test_a_connection_that_sends_nothing_after_the_handshake_is_closed(hook):
+    sock = hook.context.wrap_socket(socket.create_connection(("127.0.0.1", hook.port), timeout=10),
+                                    server_hostname="127.0.0.1")
+    try:
+        wait_closed([sock], time.monotonic() + TIMEOUT + 2.5)
+    finally:
+        sock.close()
+
+
+def raw_exchange(hook, data: bytes, responses: int) -> bytes:
+    """Send ``data`` on one TLS connection and read until ``responses`` admission responses (or the close) came."""
+    sock = hook.context.wrap_socket(socket.create_connection(("127.0.0.1", hook.port), timeout=10),
+                                    server_hostname="127.0.0.1")
+    try:
+        sock.sendall(data)
+        received = b""
+        while received.count(b'"allowed":') < responses:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            received += chunk
+        return received
+    finally:
+        sock.close()
+
+
+def test_pipelined_chunked_and_expect_continue_requests_are_still_answered(hook, namespace):
+    body = review({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}, namespace)
+    plain = b"POST /mutate HTTP/1.1\r\nHost: w\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    chunked = (b"POST /mutate HTTP/1.1\r\nHost: w\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n"
+               % (len(body), body))
+    assert raw_exchange(hook, plain * 3, 3).count(b'"allowed":true') == 3  # pipelined on one connection
+    assert b'"allowed":true' in raw_exchange(hook, chunked, 1)
+    expect = b"POST /mutate HTTP/1.1\r\nHost: w\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body)
+    sock = hook.context.wrap_socket(socket.create_connection(("127.0.0.1", hook.port), timeout=10),
+                                    server_hostname="127.0.0.1")
+    try:
+        sock.sendall(expect)
+        assert sock.recv(4096).startswith(b"HTTP/1.1 100 Continue")
+        sock.sendall(body)
+        answer = b""
+        while b'"allowed":true' not in answer:
+            answer += sock.recv(65536)
+    finally:
+        sock.close()
+
+
+def test_a_large_body_is_read_by_its_thread(hook, namespace):
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "annotations": {"big": "x" * READ_AHEAD_BYTES}}}
+    body = review(pod, namespace)
+    assert len(body) > READ_AHEAD_BYTES
+    answer = raw_exchange(hook, b"POST /mutate HTTP/1.1\r\nHost: w\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body),
+                          1)
+    assert b'"allowed":true' in answer
+
+
+@pytest.mark.parametrize("data, complete", [
+    (b"GET /readyz HTTP/1.1\r\nHost: w\r\n", False),
+    (b"GET /readyz HTTP/1.1\r\nHost: w\r\n\r\n", True),
+    (b"POST /mutate HTTP/1.1\r\nContent-Length: 5\r\n\r\nabcd", False),
+    (b"POST /mutate HTTP/1.1\r\ncontent-length:5\r\n\r\nabcde", True),
+    (b"POST /mutate HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", True),  # its thread reads the body
+    (b"POST /mutate HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n", True),
+    (b"POST /mutate HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n" + b"x" * READ_AHEAD_BYTES, True),
+    (b"GET /" + b"x" * 70000, True),  # a head that never ends: gunicorn's parser refuses it
+])
+def test_request_complete(data, complete):
+    assert request_complete(data) is complete

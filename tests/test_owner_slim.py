@@ -1,0 +1,108 @@
+"""The owner cache keeps only what decisions read: every operator scenario decides the same on full owners
+(as the apiserver returns them, with managedFields, status, last-applied-configuration and whole pod
+templates) and on owners decoded slim (gang/slim.py), in the webhook (``decide``) and in the controller
+(``resolve``, ``root_annotations``)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from controller.members import pod_view
+from controller.owners import resolve, root_annotations
+from gang import keys, slim
+from gang.adapters import ADAPTERS, adapter_for
+from gang.config import Config
+from gang.decide import Action, decide
+from gang.kinds import INTERMEDIATE, NAMESPACE, Kind, split_api_version
+from gang.objects import MemorySource, deep_size
+from tests.contract import OPT_IN
+from tests.operator_fixtures import as_returned
+from tests.test_operators import SCENARIOS
+from webhook.mutate import desired_pod
+
+Obj = dict[str, Any]
+NS = "team-a"
+def kind_of(obj: Obj) -> Kind:
+    group, _ = split_api_version(obj["apiVersion"])
+    adapter = adapter_for(obj["apiVersion"], obj["kind"])
+    if adapter is not None:
+        return adapter.kind
+    if (group, obj["kind"]) == (NAMESPACE.group, NAMESPACE.kind):
+        return NAMESPACE
+    return INTERMEDIATE[(group, obj["kind"])]
+
+
+def slimmed(obj: Obj) -> Obj:
+    return slim.decode(kind_of(obj), json.dumps(obj).encode())
+
+
+CASES = [(name, ann, label) for name in SCENARIOS
+         for ann in ({OPT_IN: "true", keys.SCHEDULE_TIMEOUT_SECONDS: "600", keys.BEST_EFFORT: "true"}, {})
+         for label in (None, "enabled", "disabled")]
+
+
+@pytest.mark.parametrize("name, ann, label", CASES)
+def test_decisions_on_full_and_slim_owners_are_the_same(name: str, ann: Obj, label: str | None) -> None:
+    scenario = SCENARIOS[name](NS, ann)
+    namespace: Obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
+    if label:
+        namespace["metadata"]["labels"] = {keys.GANG_SCHEDULING: label}
+    full = [as_returned(o) for o in [*scenario.owners, namespace]]
+    thin = [slimmed(o) for o in full]
+    assert sum(len(json.dumps(o)) for o in thin) * 10 < sum(len(json.dumps(o)) for o in full)
+    full_source, thin_source = MemorySource(full), MemorySource(thin)
+    for config in (Config(), Config(auto_inject="all")):
+        decision = decide(scenario.pod, NS, full_source, config)
+        assert decide(scenario.pod, NS, thin_source, config) == decision
+        if decision.action is not Action.GANG:
+            continue
+        # The controller: the root's annotations it reads, and a pod admission left unresolved.
+        admitted = desired_pod(scenario.pod, decision, config)
+        admitted["metadata"].setdefault("namespace", NS)
+        view = pod_view(admitted)
+        read = {k: root_annotations(full_source, view).get(k) for k in keys.ROOT_ANNOTATIONS}
+        assert read == {k: root_annotations(thin_source, view).get(k) for k in keys.ROOT_ANNOTATIONS}
+        assert read[keys.SCHEDULE_TIMEOUT_SECONDS] == ann.get(keys.SCHEDULE_TIMEOUT_SECONDS)
+        unresolved_pod = {**copy.deepcopy(scenario.pod), "metadata": {
+            **copy.deepcopy(scenario.pod["metadata"]), "namespace": NS, "uid": "pod-uid"}}
+        assert resolve(unresolved_pod, thin_source, config) == resolve(unresolved_pod, full_source, config)
+
+
+def test_every_kind_the_walk_reads_has_a_slim_shape() -> None:
+    walked = {(a.kind.group, a.kind.kind) for a in ADAPTERS} | set(INTERMEDIATE) | {(NAMESPACE.group, NAMESPACE.kind)}
+    assert walked <= slim.shaped_kinds()
+
+
+def test_slim_owners_are_small() -> None:
+    """A 50 KiB PyTorchJob (big pod templates, kubectl's annotation, managedFields) is a few KiB in memory."""
+    scenario = SCENARIOS["training-PyTorchJob"](NS, {OPT_IN: "true"})
+    full = as_returned(scenario.owners[0])
+    full["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] += " " * 35_000
+    body = json.dumps(full).encode()
+    assert len(body) > 50 * 1024
+    thin, whole = deep_size(slim.decode(kind_of(full), body)), deep_size(json.loads(body))
+    assert thin < 4 * 1024 and thin * 30 < whole, (thin, whole)
+
+
+@pytest.mark.parametrize("surprise", [
+    {"pytorchReplicaSpecs": ["Master", "Worker"]},  # a list where a map belongs
+    {"pytorchReplicaSpecs": {"Master": "one"}},
+    {"runPolicy": "strict", "pytorchReplicaSpecs": {"Worker": {"replicas": "3"}}},
+])
+def test_an_owner_of_unexpected_structure_is_kept_whole_and_decides_the_same(surprise: Obj) -> None:
+    scenario = SCENARIOS["training-PyTorchJob"](NS, {OPT_IN: "true"})
+    job = as_returned(scenario.owners[0])
+    job["spec"].update(surprise)
+    decoded = slimmed(job)
+    assert decoded["spec"] == job["spec"] or decoded["spec"]["pytorchReplicaSpecs"] == surprise["pytorchReplicaSpecs"]
+    assert decide(scenario.pod, NS, MemorySource([decoded]), Config()) == decide(
+        scenario.pod, NS, MemorySource([job]), Config())
+
+
+def test_invalid_json_is_a_value_error() -> None:
+    with pytest.raises(ValueError):
+        slim.decode(NAMESPACE, b'{"metadata": ')

@@ -1,0 +1,233 @@
+"""The webhook's gunicorn worker: gthread, with the waiting on clients moved out of the thread pool.
+
+gunicorn's gthread worker (27.x) does each new connection's TLS handshake in a pool thread, blocking
+with no timeout, and reads each request there too. Forty clients that send a partial ClientHello
+(or trickle their headers) then hold all 16 threads of the shipped settings: admission requests
+queue behind them until the apiserver gives up, and the pods are admitted ungated.
+
+Here the worker's poller, which already waits on kept-alive connections for free, also drives the
+TLS handshake (non-blocking) and reads each request until it is complete; only then does a pool
+thread get it, parse it from memory and answer. A client gets ``server.handshakeTimeoutSeconds`` to
+finish its handshake and ``server.readTimeoutSeconds`` to send a whole request (from the moment the
+connection is ready for one, or its first byte arrives on a kept-alive connection); then it is
+closed, quietly: a debug log line and ``kubenexus_webhook_client_timeouts_total``. A request the
+poller does not read ahead in full (``Expect: 100-continue``, a chunked body, a body over
+``READ_AHEAD_BYTES``) is read by its thread within what is left of the same deadline, and every
+thread's socket has that timeout for writing the answer too.
+
+This relies on gthread internals (``TConn``, ``enqueue_req``, ``murder_pending``, the parser's
+``unreader``): pyproject.toml pins gunicorn to the 27.x series it was written and tested against.
+HTTP/1.1 only: the webhook's TLS context offers no ALPN, so HTTP/2 is never negotiated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import selectors
+import ssl
+import time
+from collections import deque
+from functools import partial
+from typing import Any
+
+from gunicorn import http
+from gunicorn import sock as gunicorn_sock
+from gunicorn.http.errors import NoMoreData
+from gunicorn.http.unreader import SocketUnreader
+from gunicorn.workers.gthread import TConn, ThreadWorker
+
+log = logging.getLogger("kubenexus.webhook")
+
+READ_AHEAD_BYTES = 256 * 1024  # requests up to this size are read whole by the poller
+MAX_HEAD_BYTES = 64 * 1024  # a head this long without its end goes to gunicorn's parser, which refuses it
+_LENGTH = re.compile(rb"\r\ncontent-length[ \t]*:[ \t]*([0-9]{1,12})[ \t]*\r\n", re.IGNORECASE)
+_TO_THE_THREAD = re.compile(rb"\r\n(?:expect[ \t]*:|transfer-encoding[ \t]*:)", re.IGNORECASE)
+
+
+def request_complete(data: bytes | bytearray) -> bool:
+    """Whether ``data`` holds a request a pool thread can parse without waiting for the client (or one it
+    must read the rest of itself: Expect, chunked, larger than READ_AHEAD_BYTES, or a head too long)."""
+    end = data.find(b"\r\n\r\n")
+    if end < 0:
+        return len(data) >= MAX_HEAD_BYTES
+    head = data[:end + 2]
+    if _TO_THE_THREAD.search(head):
+        return True
+    length = _LENGTH.search(head)
+    body = int(length.group(1)) if length else 0
+    return len(data) - end - 4 >= min(body, READ_AHEAD_BYTES)
+
+
+def _count_timeout(stage: str) -> None:
+    from webhook.metrics import CLIENT_TIMEOUTS  # in the worker, after PROMETHEUS_MULTIPROC_DIR is set
+
+    CLIENT_TIMEOUTS.labels(stage).inc()
+
+
+class _DeadlineUnreader(SocketUnreader):
+    """Socket reads a pool thread still makes for its request, each bounded by the request's deadline."""
+
+    deadline = 0.0
+
+    def chunk(self, size_hint: int | None = None) -> bytes:
+        remaining = self.deadline - time.monotonic()
+        try:
+            if remaining <= 0:
+                raise TimeoutError
+            self.sock.settimeout(remaining)
+            return super().chunk(size_hint)
+        except TimeoutError:
+            log.debug("closing a client that did not send its request in time")
+            _count_timeout("read")
+            raise NoMoreData(b"") from None
+
+
+class _Conn(TConn):
+    """A connection with the state the poller keeps while it shakes hands and reads a request."""
+
+    def __init__(self, cfg: Any, sock: Any, client: Any, server: Any, write_timeout: float) -> None:
+        super().__init__(cfg, sock, client, server)
+        self.write_timeout = write_timeout
+        self.stage = ""  # "handshake", "read" (the poller waits on the client) or "" (a pool thread has it)
+        self.deadline = 0.0
+        self.buffer = bytearray()
+        self.complete = False  # the poller has read a whole request: the next enqueue goes to the pool
+
+    def init(self) -> None:
+        """Called by ThreadWorker.handle in the pool thread, after it made the socket blocking."""
+        self.sock.settimeout(self.write_timeout)
+        self.parser.unreader.deadline = self.deadline
+
+
+class WebhookWorker(ThreadWorker):
+    handshake_timeout = 5.0
+    read_timeout = 5.0
+
+    def init_process(self) -> None:
+        self._handshaking: deque[tuple[float, _Conn]] = deque()  # deadline order: one timeout for all
+        self._reading: deque[tuple[float, _Conn]] = deque()
+        super().init_process()
+
+    # --- handshake ---------------------------------------------------------------------------------
+
+    def accept(self, listener: Any) -> None:
+        try:
+            client, address = listener.accept()
+        except (BlockingIOError, ConnectionAbortedError):
+            return  # another worker took it, or the client gave up
+        self.nr_conns += 1
+        conn = _Conn(self.cfg, client, address, listener.getsockname(), self.read_timeout)
+        try:
+            conn.sock = gunicorn_sock.ssl_context(self.cfg).wrap_socket(
+                client, server_side=True, do_handshake_on_connect=False,
+                suppress_ragged_eofs=self.cfg.suppress_ragged_eofs)
+        except OSError as exc:  # no usable certificate: this connection cannot be served, the worker goes on
+            log.warning("cannot serve TLS on a new connection: %s", exc)
+            self._close(conn)
+            return
+        self._wait(conn, "handshake", self._handshaking, self.handshake_timeout)
+        self._handshake(conn)
+
+    def _handshake(self, conn: _Conn, _fileobj: Any = None) -> None:
+        try:
+            conn.sock.do_handshake()
+        except ssl.SSLWantReadError:
+            self._watch(conn, selectors.EVENT_READ, self._handshake)
+            return
+        except ssl.SSLWantWriteError:
+            self._watch(conn, selectors.EVENT_WRITE, self._handshake)
+            return
+        except OSError as exc:  # not TLS, an untrusted client, a reset: nothing to answer
+            log.debug("TLS handshake failed: %s", exc)
+            self._close(conn)
+            return
+        conn.parser = http.get_parser(self.cfg, conn.sock, conn.client)
+        conn.parser.unreader = _DeadlineUnreader(conn.sock)
+        conn.initialized = True
+        self._start_reading(conn)
+
+    # --- reading a request ------------------------------------------------------------------------
+
+    def enqueue_req(self, conn: _Conn) -> None:
+        """Every path to the pool (a kept-alive connection readable again, read-ahead left after a
+        request) comes here on the main thread: only a complete request goes to a pool thread."""
+        if conn.complete:
+            conn.complete = False
+            super().enqueue_req(conn)
+        else:
+            self._start_reading(conn)
+
+    def _start_reading(self, conn: _Conn) -> None:
+        conn.buffer = bytearray(conn.parser.unreader.take_buffered())
+        conn.sock.setblocking(False)
+        self._wait(conn, "read", self._reading, self.read_timeout)
+        self._read(conn)
+
+    def _read(self, conn: _Conn, _fileobj: Any = None) -> None:
+        try:
+            while not request_complete(conn.buffer):  # what is left after a pipelined request may be one
+                data = conn.sock.recv(65536)
+                if not data:
+                    self._close(conn)
+                    return
+                conn.buffer += data
+        except (ssl.SSLWantReadError, BlockingIOError):
+            self._watch(conn, selectors.EVENT_READ, self._read)
+            return
+        except ssl.SSLWantWriteError:  # a TLS key update wants to write first
+            self._watch(conn, selectors.EVENT_WRITE, self._read)
+            return
+        except OSError as exc:
+            log.debug("reading a request failed: %s", exc)
+            self._close(conn)
+            return
+        self._unwatch(conn)
+        conn.stage = ""
+        conn.parser.unreader.unread(bytes(conn.buffer))
+        conn.buffer = bytearray()
+        conn.complete = True
+        self.enqueue_req(conn)
+
+    # --- the poller's bookkeeping -----------------------------------------------------------------
+
+    def _wait(self, conn: _Conn, stage: str, queue: deque[tuple[float, _Conn]], timeout: float) -> None:
+        conn.stage = stage
+        conn.deadline = time.monotonic() + timeout
+        queue.append((conn.deadline, conn))
+
+    def _watch(self, conn: _Conn, events: int, callback: Any) -> None:
+        handler = partial(callback, conn)
+        try:
+            self.poller.modify(conn.sock, events, handler)
+        except KeyError:
+            self.poller.register(conn.sock, events, handler)
+
+    def _unwatch(self, conn: _Conn) -> None:
+        with contextlib.suppress(KeyError, ValueError, OSError):  # never registered: all was there at once
+            self.poller.unregister(conn.sock)
+
+    def _close(self, conn: _Conn) -> None:
+        self._unwatch(conn)
+        conn.stage = ""
+        self.nr_conns -= 1
+        conn.close()
+
+    def murder_pending(self) -> None:
+        """Also close the clients that did not finish their handshake or request in time (once a second)."""
+        super().murder_pending()
+        now = time.monotonic()
+        for stage, queue in (("handshake", self._handshaking), ("read", self._reading)):
+            while queue and queue[0][0] <= now:
+                deadline, conn = queue.popleft()
+                if conn.stage == stage and conn.deadline == deadline:
+                    log.debug("closing a client that did not finish its %s in time: %s", stage, conn.client)
+                    _count_timeout(stage)
+                    self._close(conn)
+
+
+def worker_class(handshake_timeout: float, read_timeout: float) -> type[WebhookWorker]:
+    """The worker class for gunicorn's ``worker_class``, with the configured client timeouts."""
+    return type("WebhookWorker", (WebhookWorker,), {"handshake_timeout": handshake_timeout,
+                                                     "read_timeout": read_timeout})
