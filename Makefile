@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench lint clean
+.PHONY: test demo bench soak lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,12 +18,17 @@ test: $(STAMP)
 	$(BIN)/python bench/cluster_bench.py --smoke
 	$(BIN)/python bench/controller_bench.py --smoke
 	$(BIN)/python bench/owner_cache_bench.py --smoke
+	$(BIN)/python bench/soak.py --smoke
 
 bench: $(STAMP)
 	$(BIN)/python bench/admission_bench.py
 	$(BIN)/python bench/cluster_bench.py
 	$(BIN)/python bench/controller_bench.py
 	$(BIN)/python bench/owner_cache_bench.py
+
+soak: $(STAMP)
+	$(BIN)/python bench/soak.py --race 16
+	$(BIN)/python bench/soak.py
 
 demo: $(STAMP)
 	$(BIN)/kubenexus demo
