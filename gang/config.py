@@ -45,6 +45,7 @@ class Config:
     cert_dir: str = "/etc/kubenexus/certs"
     workers: int = 2
     threads: int = 8
+    keep_alive_seconds: int = 75
     log_level: str = "INFO"
     # --- gate controller ---
     pin_members: bool = True
@@ -172,6 +173,7 @@ _FIELDS: tuple[tuple[str, str, Callable[[Any, str], Any]], ...] = (
     ("server.certDir", "cert_dir", _str),
     ("server.workers", "workers", _positive(int)),
     ("server.threads", "threads", _positive(int)),
+    ("server.keepAliveSeconds", "keep_alive_seconds", _positive(int)),
     ("logLevel", "log_level", _choice(("DEBUG", "INFO", "WARNING", "ERROR"))),
     ("controller.pinMembers", "pin_members", _bool),
     ("controller.starvationSeconds", "starvation_seconds", _positive(float)),

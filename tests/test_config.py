@@ -26,6 +26,7 @@ server:
   certDir: /certs
   workers: 3
   threads: 4
+  keepAliveSeconds: 20
 """
 
 
@@ -46,6 +47,7 @@ def test_defaults_without_file_or_environment():
     assert config.owner_cache_max_entries == 10000
     assert config.kubeconfig is None
     assert config.port == 8443
+    assert config.keep_alive_seconds == 75
 
 
 def test_empty_file_gives_defaults(tmp_path):
@@ -70,6 +72,7 @@ def test_every_setting_is_read_from_the_file(tmp_path):
         cert_dir="/certs",
         workers=3,
         threads=4,
+        keep_alive_seconds=20,
     )
 
 
@@ -142,6 +145,9 @@ def test_unrelated_environment_variables_are_ignored():
         ("server:\n  certDir: []", "server.certDir"),
         ("server:\n  workers: -1", "server.workers"),
         ("server:\n  threads: 0", "server.threads"),
+        ("server:\n  keepAliveSeconds: 0", "server.keepAliveSeconds"),
+        ("server:\n  keepAliveSeconds: 1.5", "server.keepAliveSeconds"),
+        ("server:\n  keepAliveSeconds: soon", "server.keepAliveSeconds"),
     ],
 )
 def test_invalid_file_value_names_the_setting(tmp_path, text, setting):
