@@ -74,10 +74,9 @@ def _without_missing_extended(pod: Obj, node: Obj) -> Obj:
     for key in ("containers", "initContainers"):
         containers = []
         for container in spec.get(key) or []:
-            resources = dict(container.get("resources") or {})
-            requests = {k: v for k, v in (resources.get("requests") or {}).items()
-                        if not _is_extended(k) or k in allocatable}
-            containers.append({**container, "resources": {**resources, "requests": requests}})
+            resources = {part: {k: v for k, v in (values or {}).items() if not _is_extended(k) or k in allocatable}
+                         for part, values in (container.get("resources") or {}).items()}  # limits default requests
+            containers.append({**container, "resources": resources})
         spec[key] = containers
     return {**pod, "spec": spec}
 
