@@ -15,8 +15,10 @@ the end of deleted pods. Containers are not run: a started pod is Running and Re
   when something binds beyond what the scheduler would (a direct Binding, a second scheduler).
 - **Start and completion:** an admitted pod runs after ``start_seconds``; with ``run_seconds`` it then succeeds.
   A Running pod whose Ready condition was set False (the node lifecycle controller) is reported Ready again.
-- **Deletion:** a pod marked for deletion is stopped at once: phase Failed (unless it had finished), then the
-  kubelet confirms with a DELETE of grace period 0 and the pod's uid as precondition; finalizers still hold it.
+- **Deletion:** a pod marked for deletion keeps running while its containers stop, ``stop_seconds`` (at most its
+  grace period), then is Failed (unless it had finished) and the kubelet confirms with a DELETE of grace period 0
+  and the pod's uid as precondition; finalizers still hold it. Controllers thus see a Running pod with a
+  ``deletionTimestamp`` for a while, as in a real cluster where containers take time to shut down.
 - ``stop(node)``/``start(node)``: a stopped kubelet does nothing for its node: no heartbeat, no status, no
   admissions or starts, no confirmations of deletions (its pods stay Terminating), as when the node is down.
 """
@@ -105,9 +107,9 @@ class Kubelet(Loop):
     coalesce = 0.1
 
     def __init__(self, api: ApiServer, start_seconds: float = 0.1, run_seconds: float | None = None,
-                 lease_renew_seconds: float = 10.0) -> None:
+                 lease_renew_seconds: float = 10.0, stop_seconds: float = 0.5) -> None:
         super().__init__(api, node_user("local"))
-        self.start_seconds, self.run_seconds = start_seconds, run_seconds
+        self.start_seconds, self.run_seconds, self.stop_seconds = start_seconds, run_seconds, stop_seconds
         self.lease_renew_seconds = lease_renew_seconds
         self._lock = threading.Lock()
         self._down: set[str] = set()  # nodes whose kubelet is stopped
@@ -115,6 +117,7 @@ class Kubelet(Loop):
         self._clients: dict[str, Client] = {}
         self._admitted: dict[str, float] = {}  # pod uid -> when admitted
         self._running_at: dict[str, float] = {}
+        self._stopping_at: dict[str, float] = {}  # pod uid -> when its deletion was first seen
         self._renewed: dict[str, float] = {}  # node -> last lease renewal
 
     # --- faults ------------------------------------------------------------------------
@@ -148,7 +151,7 @@ class Kubelet(Loop):
         nodes = {n["metadata"]["name"]: n for n in self.store.items(nodes_resource)}
         pods = self.store.items(pods_resource)
         present = {p["metadata"]["uid"] for p in pods}
-        for known in (self._admitted, self._running_at):
+        for known in (self._admitted, self._running_at, self._stopping_at):
             for uid in [u for u in known if u not in present]:
                 del known[uid]
         by_node: dict[str, list[Obj]] = {}
@@ -198,7 +201,10 @@ class Kubelet(Loop):
             meta, phase = pod["metadata"], _phase(pod)
             uid = meta["uid"]
             if meta.get("deletionTimestamp"):
-                self._terminate(client, pod)
+                stopping = clock - self._stopping_at.setdefault(uid, clock)
+                if phase in _TERMINAL or stopping >= min(self.stop_seconds,
+                                                         meta.get("deletionGracePeriodSeconds") or 0):
+                    self._terminate(client, pod)
                 continue
             if phase in _TERMINAL:
                 continue

@@ -107,13 +107,15 @@ class LocalCluster:
 
     def run_components(self, scheduler_names: tuple[str, ...] = ("default-scheduler", "kubenexus-scheduler"),
                        start_seconds: float = 0.2, run_seconds: float | None = None,
-                       operators: bool = True, node_monitor_grace_seconds: float = 40.0) -> None:
+                       operators: bool = True, node_monitor_grace_seconds: float = 40.0,
+                       stop_seconds: float = 0.5) -> None:
         """Start the scheduler, the kubelets, the garbage collector, the node lifecycle and taint eviction
         controllers and (optionally) the operators; ``stop()`` ends them.
 
-        ``node_monitor_grace_seconds`` is kube-controller-manager's ``--node-monitor-grace-period`` (40 s in 1.31);
-        the kubelets renew their leases every quarter of it, at most every 10 s, as the real ones (10 s against
-        40 s) do.
+        Pods start ``start_seconds`` after they are bound, (with ``run_seconds``) succeed that long after, and take
+        ``stop_seconds`` to stop once deleted. ``node_monitor_grace_seconds`` is kube-controller-manager's
+        ``--node-monitor-grace-period`` (40 s in 1.31); the kubelets renew their leases every quarter of it, at
+        most every 10 s, as the real ones (10 s against 40 s) do.
         """
         from cluster.gc import GarbageCollector
         from cluster.kubelet import Kubelet
@@ -122,7 +124,8 @@ class LocalCluster:
 
         self.components.append(Scheduler(self.api, scheduler_names))
         self.components.append(Kubelet(self.api, start_seconds=start_seconds, run_seconds=run_seconds,
-                                       lease_renew_seconds=min(10.0, node_monitor_grace_seconds / 4)))
+                                       lease_renew_seconds=min(10.0, node_monitor_grace_seconds / 4),
+                                       stop_seconds=stop_seconds))
         self.components.append(GarbageCollector(self.api))
         self.components.append(NodeLifecycleController(self.api, grace_seconds=node_monitor_grace_seconds))
         self.components.append(TaintEvictionController(self.api))

@@ -207,7 +207,10 @@ class Store:
             if new == current:
                 return copy.deepcopy(current)
             meta = new["metadata"]
-            if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            # shouldDeleteDuringUpdate: the last finalizer gone, and no grace period running (a pod's kubelet
+            # has not confirmed yet otherwise)
+            if meta.get("deletionTimestamp") and not meta.get("finalizers") \
+                    and not current["metadata"].get("deletionGracePeriodSeconds"):
                 self._next_rv(new)
                 del self._objects[key]
                 self._record("DELETED", resource, new)
