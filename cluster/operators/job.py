@@ -95,6 +95,11 @@ class JobController(Operator):
         super().__init__(api)
         self._backoff: dict[str, tuple[int, float]] = {}  # job uid -> (failures after last success, last failure)
 
+    def roots(self) -> list[Obj]:
+        """Every Job, those being deleted too: their pods are still counted and released (a Job deleted in the
+        foreground waits for pods that only the released finalizer lets go)."""
+        return self.items(JOBS)
+
     def reconcile(self) -> None:
         super().reconcile()
         self._release_orphans()
@@ -169,7 +174,7 @@ class JobController(Operator):
                     status["completionTime"] = now()
             elif spec.get("suspend"):
                 self._delete_all(active)
-            elif self._backoff_over(job):
+            elif not job["metadata"].get("deletionTimestamp") and self._backoff_over(job):
                 wanted = (0 if done_count else parallelism) if completions is None \
                     else min(parallelism, completions - done_count)
                 self._create_missing(job, active, completed if indexed else None, wanted)
