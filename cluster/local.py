@@ -20,6 +20,7 @@ from certs.generate import generate
 from cluster.admission import User
 from cluster.apiserver import ApiServer
 from cluster.defaults import NAMESPACE_NAME_LABEL
+from cluster.gc import GarbageCollector
 from cluster.http import ApiHttpServer, Latency, write_kubeconfig
 from cluster.resources import Registry
 from cluster.store import ApiError, Store
@@ -67,7 +68,7 @@ class LocalCluster:
         self.http = ApiHttpServer(self.api, tls.cert, tls.key, self.users)
         self.kubeconfig = write_kubeconfig(os.path.join(self.workdir, "kubeconfig"), self.http.url, tls.ca_cert,
                                            self.admin_token)
-        self.components: list[Any] = []
+        self.components: list[Any] = [GarbageCollector(self.api)]  # kube-controller-manager's: always there
         self._seed(nodes or [NodeSpec(f"node-{i}") for i in range(3)])
 
     def _seed(self, nodes: list[NodeSpec | dict[str, Any]]) -> None:
@@ -109,15 +110,14 @@ class LocalCluster:
                        start_seconds: float = 0.2, run_seconds: float | None = None,
                        operators: bool = True, node_monitor_grace_seconds: float = 40.0,
                        stop_seconds: float = 0.5) -> None:
-        """Start the scheduler, the kubelets, the garbage collector, the node lifecycle and taint eviction
-        controllers and (optionally) the operators; ``stop()`` ends them.
+        """Start the scheduler, the kubelets, the node lifecycle and taint eviction controllers and (optionally)
+        the operators; ``stop()`` ends them. (The garbage collector runs from ``start()`` on.)
 
         Pods start ``start_seconds`` after they are bound, (with ``run_seconds``) succeed that long after, and take
         ``stop_seconds`` to stop once deleted. ``node_monitor_grace_seconds`` is kube-controller-manager's
         ``--node-monitor-grace-period`` (40 s in 1.31); the kubelets renew their leases every quarter of it, at
         most every 10 s, as the real ones (10 s against 40 s) do.
         """
-        from cluster.gc import GarbageCollector
         from cluster.kubelet import Kubelet
         from cluster.nodes import NodeLifecycleController, TaintEvictionController
         from cluster.scheduler import Scheduler
@@ -126,7 +126,6 @@ class LocalCluster:
         self.components.append(Kubelet(self.api, start_seconds=start_seconds, run_seconds=run_seconds,
                                        lease_renew_seconds=min(10.0, node_monitor_grace_seconds / 4),
                                        stop_seconds=stop_seconds))
-        self.components.append(GarbageCollector(self.api))
         self.components.append(NodeLifecycleController(self.api, grace_seconds=node_monitor_grace_seconds))
         self.components.append(TaintEvictionController(self.api))
         if operators:  # the operators' CRDs come with them, as a Helm chart would install them
@@ -188,7 +187,11 @@ class LocalCluster:
                                     frozenset(verbs) if verbs is not None else None)
 
     def start(self) -> LocalCluster:
+        """Serve the API, with the garbage collector running (a control plane never lacks it)."""
         self.http.start()
+        for component in self.components:
+            if not component.is_alive():
+                component.start()
         return self
 
     def stop(self) -> None:

@@ -1,5 +1,6 @@
-"""The garbage collector of the local cluster, driven through the official client: cascading deletion in the
-background (the default), the foreground and orphaning, as the Kubernetes garbage collection docs describe them.
+"""The garbage collector of the local cluster (it runs with every LocalCluster), driven through the official
+client: cascading deletion in the background (the default), the foreground and orphaning, as the Kubernetes
+garbage collection docs describe them.
 
 Owners and dependents are ConfigMaps and pods (any kind with ownerReferences is collected alike); a scheduler and
 kubelets run, so bound pods are deleted gracefully and confirmed by their kubelet.
@@ -16,7 +17,6 @@ from kubernetes import client
 from kubernetes.client import ApiException
 
 from cluster.controllers import Loop
-from cluster.gc import GarbageCollector
 from cluster.kubelet import Kubelet
 from cluster.local import LocalCluster
 from cluster.scheduler import Scheduler
@@ -26,8 +26,7 @@ from tests.conftest import wait_for
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
     with LocalCluster() as local:
-        loops: list[Loop] = [Scheduler(local.api), Kubelet(local.api, start_seconds=0.05),
-                             GarbageCollector(local.api)]
+        loops: list[Loop] = [Scheduler(local.api), Kubelet(local.api, start_seconds=0.05)]  # the GC runs already
         for loop in loops:
             loop.start()
         yield local

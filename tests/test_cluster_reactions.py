@@ -166,17 +166,32 @@ def test_pytorchjob_recreates_a_deleted_pending_pod(env: Env) -> None:
     assert env.condition("kubeflow.org/v1", "PyTorchJob", "pending", "Failed") is None
 
 
-def test_pytorchjob_fails_when_a_running_pod_is_deleted(env: Env) -> None:
-    """UpdateJobReplicaStatuses counts a Running pod with a deletionTimestamp as failed: the job fails."""
+def test_pytorchjob_restarts_when_a_running_pod_is_deleted(env: Env) -> None:
+    """UpdateJobReplicaStatuses counts a Running pod with a deletionTimestamp as failed: the replica is short, and
+    under the default restartPolicy OnFailure the job is Restarting; the pod comes back once gone."""
     env.create("kubeflow.org/v1", "pytorchjobs", pytorchjob("evicted"))
     pods = env.running(3, **{"training.kubeflow.org/job-name": "evicted"})
-    env.delete(next(p for p in pods if p["metadata"]["name"] == "evicted-worker-1"))
-    failed = eventually(lambda: env.condition("kubeflow.org/v1", "PyTorchJob", "evicted", "Failed"), "job Failed")
+    victim = next(p for p in pods if p["metadata"]["name"] == "evicted-worker-1")
+    env.delete(victim)
+    restarting = eventually(lambda: env.condition("kubeflow.org/v1", "PyTorchJob", "evicted", "Restarting"),
+                            "Restarting")
+    assert (restarting["reason"], restarting["message"]) == (
+        "PyTorchJobRestarting", "PyTorchJob evicted is restarting because 1 Worker replica(s) failed.")
+    again = env.running(3, **{"training.kubeflow.org/job-name": "evicted"})
+    assert "evicted-worker-1" in {p["metadata"]["name"] for p in again} and env.gone(victim)
+    assert env.condition("kubeflow.org/v1", "PyTorchJob", "evicted", "Failed") is None
+
+
+def test_pytorchjob_with_restart_policy_never_fails_when_a_running_pod_is_deleted(env: Env) -> None:
+    env.create("kubeflow.org/v1", "pytorchjobs", pytorchjob("strict", restartPolicy="Never"))
+    pods = env.running(3, **{"training.kubeflow.org/job-name": "strict"})
+    env.delete(next(p for p in pods if p["metadata"]["name"] == "strict-worker-1"))
+    failed = eventually(lambda: env.condition("kubeflow.org/v1", "PyTorchJob", "strict", "Failed"), "job Failed")
     assert (failed["reason"], failed["message"]) == (
-        "PyTorchJobFailed", f"PyTorchJob {env.ns}/evicted has failed because 1 Worker replica(s) failed.")
+        "PyTorchJobFailed", "PyTorchJob strict is failed because 1 Worker replica(s) failed.")
     time.sleep(1.0)
-    assert "evicted-worker-1" not in {p["metadata"]["name"] for p in env.pods()}  # a failed job creates nothing
-    assert len(env.pods(**{"training.kubeflow.org/job-name": "evicted"})) == 2  # cleanPodPolicy None
+    assert "strict-worker-1" not in {p["metadata"]["name"] for p in env.pods()}  # a failed job creates nothing
+    assert len(env.pods(**{"training.kubeflow.org/job-name": "strict"})) == 2  # cleanPodPolicy None
 
 
 def test_pytorchjob_restarts_a_pod_its_kubelet_rejected(env: Env) -> None:

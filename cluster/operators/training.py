@@ -5,15 +5,18 @@ labelled with the job name, operator name, replica type/index and ``job-role=mas
 IsMasterRole says so. The replica ``restartPolicy`` defaults per framework (PyTorchJob OnFailure, the others
 Never) and becomes the pod's (``ExitCode``: Never). (The per-pod Services are not emulated.)
 
-Reaction to pods going away or failing, as ``ReconcilePods`` and the frameworks' ``UpdateJobStatus`` do:
+Reaction to pods going away or failing, as ``ReconcilePods`` and the frameworks' ``UpdateJobStatus`` (release 1.8/
+1.9) do:
 
 - a missing pod (deleted, and gone) is created again under the same name; a terminating one holds its index;
 - a Failed pod whose replica restarts (OnFailure, Always, or ExitCode with a retryable exit code >= 128; a pod
-  rejected by its kubelet has no exit code, which counts as retryable) is deleted and the job gets condition
-  Restarting (``<Kind>Restarting``); it is recreated once gone;
-- a Failed pod that does not restart (Never, ExitCode with a permanent code) -- and a *Running* pod that is
-  being deleted, which ``UpdateJobReplicaStatuses`` counts as failed -- fails the job (``<Kind>Failed``: "<Kind>
-  <ns>/<name> has failed because 1 Worker replica(s) failed.") unless it is already restarting;
+  rejected by its kubelet has no exit code, which counts as retryable) is deleted, condition Restarting, and is
+  recreated once gone;
+- ``UpdateJobReplicaStatuses`` counts a Failed pod, and a *Running* pod being deleted, as failed. Then
+  PyTorchJob, JAXJob, PaddleJob: when the failed ones leave the replica short (replicas > succeeded + running),
+  Restarting unless the replica's restartPolicy is Never, which fails the job ("<Kind> <name> is failed because
+  1 Worker replica(s) failed."); TFJob fails unless it is already restarting ("TFJob <ns>/<name> has failed
+  because ..."); XGBoostJob restarts only under ExitCode, else fails;
 - a finished job (Succeeded or Failed) creates nothing more; its pods are cleaned per ``runPolicy.cleanPodPolicy``
   (default None; TFJob Running): Running deletes the pods still running or pending, All every pod.
 Success: every Master replica (else every pod) Succeeded. Container restart counts and ``backoffLimit`` are not
@@ -102,7 +105,7 @@ class TrainingJobController(Operator):
                     self.delete(PODS, pod)
                     restarting = True
                     conditions = set_condition(conditions, "Restarting", f"{kind}Restarting",
-                                               f"{kind} {meta['name']} is restarting because {replica_type} "
+                                               f"Job {meta['name']} is restarting because {replica_type} "
                                                "replica(s) failed.")
                 if phase(pod) == "Running":
                     counts["failed" if pod["metadata"].get("deletionTimestamp") else "active"] += 1
@@ -114,20 +117,32 @@ class TrainingJobController(Operator):
     def _job_conditions(self, job: Obj, specs: Obj, statuses: dict[str, dict[str, int]], conditions: list[Obj],
                         restarting: bool) -> list[Obj]:
         kind, meta = job["kind"], job["metadata"]
-        for replica_type, counts in statuses.items():
-            if counts["failed"] and not restarting:
-                return set_condition(conditions, "Failed", f"{kind}Failed",
-                                     f"{kind} {meta['namespace']}/{meta['name']} has failed because "
-                                     f"{counts['failed']} {replica_type} replica(s) failed.")
         deciding = ["Master"] if "Master" in statuses else list(statuses)
         if deciding and all(statuses[t]["succeeded"] == int(specs[t].get("replicas", 1)) for t in deciding):
             return set_condition(conditions, "Succeeded", f"{kind}Succeeded",
                                  f"{kind} {meta['namespace']}/{meta['name']} successfully completed.")
         total = sum(int(s.get("replicas", 1)) for s in specs.values())
         if total and sum(c["active"] for c in statuses.values()) == total:
-            return set_condition(conditions, "Running", f"{kind}Running",
-                                 f"{kind} {meta['namespace']}/{meta['name']} is running.")
+            conditions = set_condition(conditions, "Running", f"{kind}Running",
+                                       f"{kind} {meta['namespace']}/{meta['name']} is running.")
+        for replica_type, counts in statuses.items():
+            if counts["failed"]:
+                policy = specs[replica_type].get("restartPolicy") or self.default_restart_policy
+                conditions = self.on_failed(job, replica_type, counts, int(specs[replica_type].get("replicas", 1)),
+                                            policy, conditions, restarting)
         return conditions
+
+    def on_failed(self, job: Obj, replica_type: str, counts: dict[str, int], replicas: int, policy: str,
+                  conditions: list[Obj], restarting: bool) -> list[Obj]:
+        """PyTorchJob/JAXJob/PaddleJob: a replica left short by failed pods restarts, or fails under Never."""
+        kind, name = job["kind"], job["metadata"]["name"]
+        if replicas <= counts["succeeded"] + counts["active"]:
+            return conditions
+        if policy != "Never":
+            return set_condition(conditions, "Restarting", f"{kind}Restarting", f"{kind} {name} is restarting "
+                                 f"because {counts['failed']} {replica_type} replica(s) failed.")
+        return set_condition(conditions, "Failed", f"{kind}Failed",
+                             f"{kind} {name} is failed because {counts['failed']} {replica_type} replica(s) failed.")
 
     def _clean(self, job: Obj) -> None:
         policy = ((job.get("spec") or {}).get("runPolicy") or {}).get("cleanPodPolicy") or self.default_clean_pod_policy
@@ -163,6 +178,15 @@ class TFJobController(TrainingJobController):
     order = ("PS", "Master", "Chief", "Worker")
     default_clean_pod_policy = "Running"
 
+    def on_failed(self, job: Obj, replica_type: str, counts: dict[str, int], replicas: int, policy: str,
+                  conditions: list[Obj], restarting: bool) -> list[Obj]:
+        """Any failed pod fails the job, unless the job is restarting already."""
+        if restarting:
+            return conditions
+        meta = job["metadata"]
+        return set_condition(conditions, "Failed", "TFJobFailed", f"TFJob {meta['namespace']}/{meta['name']} has "
+                             f"failed because {counts['failed']} {replica_type} replica(s) failed.")
+
     def is_master(self, specs: Obj, replica_type: str, index: int) -> bool:
         if "Chief" in specs or "Master" in specs:
             return replica_type in ("Chief", "Master")
@@ -173,6 +197,15 @@ class XGBoostJobController(TrainingJobController):
     root = _kubeflow("xgboostjobs")
     replica_field = "xgbReplicaSpecs"
     order = ("Master", "Worker")
+
+    def on_failed(self, job: Obj, replica_type: str, counts: dict[str, int], replicas: int, policy: str,
+                  conditions: list[Obj], restarting: bool) -> list[Obj]:
+        """Any failed pod fails the job, unless its replica restarts on exit codes."""
+        name, verb = job["metadata"]["name"], "restarting" if policy == "ExitCode" else "failed"
+        return set_condition(conditions, "Restarting" if policy == "ExitCode" else "Failed",
+                             "XGBoostJobRestarting" if policy == "ExitCode" else "XGBoostJobFailed",
+                             f"XGBoostJob {name} is {verb} because {counts['failed']} {replica_type} replica(s) "
+                             "failed.")
 
 
 class PaddleJobController(TrainingJobController):
