@@ -40,12 +40,16 @@ def _path(resource: Resource, obj: Obj) -> str:
 
 class GarbageCollector(Loop):
     period = 0.5
+    coalesce = 0.2  # a pass reads every object: bursts of changes cost one
 
     def __init__(self, api: ApiServer) -> None:
         super().__init__(api, service_account("kube-system", "generic-garbage-collector"))
+        self._kinds: dict[tuple[str, str], Resource] = {}  # (apiVersion, kind) -> resource, per pass
 
     def reconcile(self) -> None:
-        items: list[Item] = [(r, o) for r in self.api.registry.all() if r.stored for o in self.store.items(r)]
+        served = self.api.registry.all()
+        self._kinds = {(r.api_version, r.kind): r for r in served}
+        items: list[Item] = [(r, o) for r in served if r.stored for o in self.store.items(r)]
         by_uid = {o["metadata"]["uid"]: (r, o) for r, o in items}
         dependents: dict[str, list[Item]] = defaultdict(list)
         for resource, obj in items:
@@ -64,7 +68,7 @@ class GarbageCollector(Loop):
         """Owner references by class (solid, dangling, waiting); None when one cannot be resolved."""
         classes: dict[str, list[Obj]] = {"solid": [], "dangling": [], "waiting": []}
         for ref in obj["metadata"].get("ownerReferences") or []:
-            owner_resource = self.api.registry.by_kind(ref.get("apiVersion", ""), ref.get("kind", ""))
+            owner_resource = self._kinds.get((ref.get("apiVersion", ""), ref.get("kind", "")))
             if owner_resource is None or (owner_resource.namespaced and not resource.namespaced):
                 return None
             found = by_uid.get(ref.get("uid", ""))

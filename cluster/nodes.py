@@ -52,6 +52,7 @@ def condition_taints(node: Obj) -> list[Obj]:
 
 class NodeLifecycleController(Loop):
     period = 0.25
+    coalesce = 0.2
 
     def __init__(self, api: ApiServer, grace_seconds: float = 40.0) -> None:
         super().__init__(api, service_account("kube-system", "node-controller"))
@@ -152,6 +153,7 @@ def eviction_delay(pod: Obj, taints: list[Obj]) -> float | None:
 
 class TaintEvictionController(Loop):
     period = 0.25
+    coalesce = 0.2
 
     def __init__(self, api: ApiServer) -> None:
         super().__init__(api, service_account("kube-system", "node-controller"))
