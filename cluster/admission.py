@@ -23,8 +23,10 @@ import fractions
 import http.client
 import json
 import re
+import select
 import ssl
 import threading
+import time
 import urllib.parse
 import uuid
 from dataclasses import dataclass
@@ -305,9 +307,54 @@ def match_conditions(hook: Obj, req: Request, obj: Obj | None) -> bool:
     raise MatchConditionError(errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
 
 
+# http.DefaultTransport's IdleConnTimeout, which the apiserver's webhook transports keep (SetOldTransportDefaults).
+IDLE_CONN_TIMEOUT = 90.0
+
+
+class _Connection(http.client.HTTPSConnection):
+    """One kept-alive connection that counts the bytes of the current request it put on the wire
+    (Go's ``persistConn.nwrite``): a request that failed with nothing written may be sent again."""
+
+    written = 0
+    idle_since = 0.0
+
+    def send(self, data: Any) -> None:
+        if self.sock is None:
+            self.connect()  # as http.client's own send does (auto_open)
+        view = memoryview(data if isinstance(data, bytes | bytearray) else bytes(data))
+        while view:
+            sent = self.sock.send(view)
+            self.written += sent
+            view = view[sent:]
+
+
+def _closed_while_idle(conn: _Connection) -> bool:
+    """Go's ``persistConn.readLoop``: an idle pooled connection has a read pending; EOF (the server closed it,
+    e.g. at its keep-alive timeout), unsolicited bytes or an error close it and take it out of the pool
+    (``readLoopPeekFailLocked``) before anyone reuses it. TLS records that carry no data (session tickets)
+    are consumed and keep it."""
+    sock = conn.sock
+    if sock is None:
+        return True
+    if not select.select([sock], [], [], 0)[0]:
+        return False
+    timeout = sock.gettimeout()
+    sock.setblocking(False)
+    try:
+        sock.recv(1)  # b"": EOF; data: an unsolicited response
+        return True
+    except ssl.SSLWantReadError:
+        return False
+    except OSError:
+        return True
+    finally:
+        sock.settimeout(timeout)
+
+
 class _Connections:
-    """Kept-alive HTTPS connections per thread and endpoint, and one TLS context per caBundle,
-    as the apiserver's webhook clients reuse theirs."""
+    """Kept-alive HTTPS connections per thread and endpoint, and one TLS context per caBundle, as the
+    apiserver's webhook clients (Go ``http.Transport``) reuse theirs: a connection the server closed while
+    idle, or idle longer than ``IDLE_CONN_TIMEOUT``, is closed instead of reused."""
 
     def __init__(self) -> None:
         self._contexts: dict[str, ssl.SSLContext] = {}
@@ -319,16 +366,23 @@ class _Connections:
             self._contexts[ca_bundle] = ssl.create_default_context(cadata=cadata)
         return self._contexts[ca_bundle]
 
-    def get(self, host: str, port: int, ca_bundle: str, timeout: float) -> http.client.HTTPSConnection:
+    def get(self, host: str, port: int, ca_bundle: str, timeout: float) -> _Connection:
+        """A live pooled connection (``sock`` set: reused) or a new one (``sock`` None: dialled on first send)."""
         pool = self._local.__dict__.setdefault("pool", {})
         key = (host, port, ca_bundle)
         conn = pool.get(key)
+        if conn is not None and conn.sock is not None and (
+                time.monotonic() - conn.idle_since > IDLE_CONN_TIMEOUT or _closed_while_idle(conn)):
+            conn.close()
         if conn is None:
-            conn = pool[key] = http.client.HTTPSConnection(host, port, context=self.context(ca_bundle))
-        conn.timeout = timeout
+            conn = pool[key] = _Connection(host, port, context=self.context(ca_bundle))
+        conn.timeout, conn.written = timeout, 0
         if conn.sock is not None:
             conn.sock.settimeout(timeout)
         return conn
+
+    def put_idle(self, conn: _Connection) -> None:
+        conn.idle_since = time.monotonic()
 
     def drop(self, host: str, port: int, ca_bundle: str) -> None:
         conn = self._local.__dict__.get("pool", {}).pop((host, port, ca_bundle), None)
@@ -394,7 +448,7 @@ class WebhookAdmission:
         host, port, bundle = parts.hostname or "", parts.port or 443, config.get("caBundle") or ""
         timeout = float(hook.get("timeoutSeconds") or 10)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        for attempt in (1, 2):  # a kept-alive connection the server closed meanwhile is retried once, fresh
+        for attempt in (1, 2):
             conn = self._connections.get(host, port, bundle, timeout)
             reused = conn.sock is not None
             try:
@@ -402,11 +456,14 @@ class WebhookAdmission:
                              {"Content-Type": "application/json", "Accept": "application/json"})
                 answer = conn.getresponse()
                 data = answer.read()
+                self._connections.put_idle(conn)
                 break
-            except (OSError, http.client.HTTPException) as exc:
+            except (OSError, http.client.HTTPException):
                 self._connections.drop(host, port, bundle)
-                stale = isinstance(exc, ConnectionError | http.client.RemoteDisconnected)
-                if not (reused and stale and attempt == 1):
+                # Go's shouldRetryRequest for this POST: only a reused connection on which nothing of the
+                # request was written (nothingWrittenError; the body can be rewound) is retried, once, on a new
+                # one. Once bytes went out a POST is not replayable: the error is the webhook call's failure.
+                if not (reused and conn.written == 0 and attempt == 1):
                     raise
         if answer.status != 200:
             raise ValueError(f"the server responded with HTTP {answer.status}")

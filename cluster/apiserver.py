@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from cluster import validation
+from cluster import deletion, validation
 from cluster.admission import Request, User, WebhookAdmission, validate_webhook_configuration
 from cluster.audit import AuditLog, request_info
 from cluster.defaults import apply_defaults, label_namespace_name
@@ -224,7 +224,7 @@ class ApiServer:
 
             return self._update(target, patched, user, dry_run, put=False)
         if method == "DELETE" and target.name:
-            return self._delete(target, _json(body) if body else {}, user, dry_run)
+            return self._delete(target, deletion.delete_options(_json(body) if body else None, query), user, dry_run)
         raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 
     def _selectors(self, resource: Resource, query: dict[str, str]) -> Callable[[Obj], bool]:
@@ -399,27 +399,33 @@ class ApiServer:
         raise ApiError(409, "Conflict", "too many concurrent updates")
 
     def _delete(self, target: Target, options: Obj, user: User, dry_run: bool) -> Response:
+        """DELETE (``cluster/deletion.py``): admission, preconditions, graceful deletion of pods, the garbage
+        collector's finalizers; the object is returned while it still exists (marked), else a Status."""
         resource = target.resource
         current = self.store.get(resource, target.namespace, target.name)
         _, warnings = self._admit(Request("DELETE", resource, "", target.namespace, target.name, None, current,
                                           user, dry_run))
+        warnings = warnings + deletion.warnings_for(resource, options)
         if dry_run:
             return Response(200, current, warnings=warnings)
-        preconditions = (options.get("preconditions") or {}) if isinstance(options, dict) else {}
-        uid = preconditions.get("uid")
-        graceful = resource.kind == "Pod" and bool((current.get("spec") or {}).get("nodeName")) \
-            and options.get("gracePeriodSeconds") != 0
-        deleted = self.store.delete(resource, target.namespace, target.name, graceful=graceful, uid=uid,
-                                    grace_seconds=int(options.get("gracePeriodSeconds") or 30),
-                                    resource_version=preconditions.get("resourceVersion"))
-        if deleted["metadata"].get("deletionTimestamp"):  # finalizers or graceful deletion pending: the object
-            return Response(200, deleted, warnings=warnings)
+        preconditions = options.get("preconditions") or {}
+        grace = None
+        if resource.kind == "Pod" and not resource.group:  # a pending graceful deletion is only ever shortened
+            grace = options.get("gracePeriodSeconds") if current["metadata"].get("deletionTimestamp") \
+                else deletion.pod_grace_seconds(current, options)
+        cascading = resource.kind != "Namespace" or resource.group  # namespaces have their own deletion
+        deleted = self.store.delete(resource, target.namespace, target.name, grace=grace,
+                                    uid=preconditions.get("uid"), resource_version=preconditions.get("resourceVersion"),
+                                    finalizers=deletion.gc_finalizers(resource, options) if cascading else None)
+        if self.store.exists(resource, target.namespace, target.name, deleted["metadata"]["uid"]):
+            return Response(200, deleted, warnings=warnings)  # marked: grace period or finalizers pending
         if resource.kind == "CustomResourceDefinition":
             self.registry.remove_group_plural(deleted["spec"]["group"], deleted["spec"]["names"]["plural"])
         if resource.group or resource.kind not in ("Pod", "Namespace", "Service"):  # no ReturnDeletedObject
-            deleted = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": {
-                "name": target.name, "group": resource.group, "kind": resource.plural,
-                "uid": deleted["metadata"].get("uid")}}
+            details = {"name": target.name, "group": resource.group, "kind": resource.plural,
+                       "uid": deleted["metadata"].get("uid")}
+            deleted = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                       "details": {k: v for k, v in details.items() if v}}  # omitempty
         return Response(200, deleted, warnings=warnings)
 
     def _bind(self, target: Target, binding: Obj, user: User) -> Response:

@@ -1,4 +1,5 @@
-"""In-process cluster components (scheduler, kubelet, operators) and how they talk to the apiserver.
+"""In-process cluster components (scheduler, kubelets, garbage collector, node lifecycle and taint eviction
+controllers, operators) and how they talk to the apiserver.
 
 Each component is a thread that wakes on every store change and reconciles, and writes only
 through the apiserver's REST layer under its own identity, so admission, validation and

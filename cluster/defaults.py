@@ -49,6 +49,22 @@ def _qos(spec: Obj) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
+# The DefaultTolerationSeconds admission plugin (on by default): every pod created without a toleration of these
+# NoExecute taints gets one for 300 s (--default-not-ready-toleration-seconds, --default-unreachable-...).
+DEFAULT_TOLERATION_SECONDS = 300
+_NODE_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
+def _default_tolerations(spec: Obj) -> None:
+    tolerations = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
+    for key in _NODE_TAINTS:
+        if not any(isinstance(t, dict) and t.get("key") in (key, "", None)
+                   and t.get("effect") in ("NoExecute", "", None) for t in tolerations):
+            tolerations = [*tolerations, {"key": key, "operator": "Exists", "effect": "NoExecute",
+                                          "tolerationSeconds": DEFAULT_TOLERATION_SECONDS}]
+    spec["tolerations"] = tolerations
+
+
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
@@ -62,10 +78,12 @@ def label_namespace_name(obj: Obj) -> None:
 
 
 def apply_defaults(kind: str, group: str, obj: Obj) -> None:
-    """Fill in defaults in place, for the built-in kinds we serve."""
+    """Fill in defaults in place, for the built-in kinds we serve (on create; for pods also the
+    DefaultTolerationSeconds admission plugin, which runs before the admission webhooks)."""
     spec = obj.get("spec")
     if group == "" and kind == "Pod" and isinstance(spec, dict):
         _pod_spec(spec)
+        _default_tolerations(spec)
         spec.setdefault("priority", 0)
         status = obj.setdefault("status", {})
         if isinstance(status, dict):

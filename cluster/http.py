@@ -1,12 +1,21 @@
-"""HTTPS front of the emulated apiserver: bearer-token authentication, JSON bodies, chunked watches."""
+"""HTTPS front of the emulated apiserver: bearer-token authentication, JSON bodies, chunked watches.
+
+One thread per connection (``ThreadingHTTPServer``), as the apiserver serves requests concurrently; a
+``Latency`` set on the server delays matching requests in their own thread before they are handled (a slow
+apiserver, for fault injection), so other connections are served meanwhile. In-process components call the
+``ApiServer`` directly and are never delayed.
+"""
 
 from __future__ import annotations
 
 import base64
 import json
 import os
+import random
 import ssl
 import threading
+import time
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -14,7 +23,26 @@ import yaml
 
 from cluster.admission import User
 from cluster.apiserver import ApiServer
+from cluster.audit import request_info
 from cluster.store import ApiError
+
+
+@dataclass(frozen=True)
+class Latency:
+    """A delay of ``low``..``high`` seconds (uniform) for requests of ``users`` and ``verbs`` (None: all), the verb
+    as the authorizer names it (get, list, watch, create, update, patch, delete, ...)."""
+
+    low: float
+    high: float
+    users: frozenset[str] | None = None
+    verbs: frozenset[str] | None = None
+
+    def delay(self, user: User, method: str, path: str) -> float:
+        if self.users is not None and user.username not in self.users:
+            return 0.0
+        if self.verbs is not None and request_info(method, path).verb not in self.verbs:
+            return 0.0
+        return random.uniform(self.low, self.high)
 
 
 class ApiHttpServer:
@@ -22,6 +50,7 @@ class ApiHttpServer:
 
     def __init__(self, api: ApiServer, cert: str, key: str, users: dict[str, User], port: int = 0) -> None:
         self.api, self.users = api, users
+        self.latency: Latency | None = None  # set and cleared at run time
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(cert, key)
@@ -42,6 +71,9 @@ class ApiHttpServer:
                 if user is None:
                     self._send(401, ApiError(401, "Unauthorized", "Unauthorized").status(), [])
                     return
+                latency = server.latency
+                if latency is not None:
+                    time.sleep(latency.delay(user, self.command, self.path))
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 response = server.api.handle(self.command, self.path, headers, body, user)
                 if response.stream is None:

@@ -1,7 +1,10 @@
-"""A whole local cluster in one process: apiserver over TLS, admission, scheduler, kubelet, operators.
+"""A whole local cluster in one process: apiserver over TLS, admission, scheduler, kubelets, kube-controller-manager's
+garbage collector, node lifecycle and taint eviction controllers, and the operators.
 
 Tests, ``kubenexus cluster serve`` and ``kubenexus demo`` start one of these; clients reach it
-through the kubeconfig it writes, exactly as they would reach a real cluster.
+through the kubeconfig it writes, exactly as they would reach a real cluster. Faults for tests and benchmarks:
+``stop_kubelet``/``start_kubelet`` (a node goes silent and comes back), ``set_runtime_ready`` (a kubelet reports
+NotReady), ``slow_down`` (requests over HTTP answered late).
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from certs.generate import generate
 from cluster.admission import User
 from cluster.apiserver import ApiServer
 from cluster.defaults import NAMESPACE_NAME_LABEL
-from cluster.http import ApiHttpServer, write_kubeconfig
+from cluster.gc import GarbageCollector
+from cluster.http import ApiHttpServer, Latency, write_kubeconfig
 from cluster.resources import Registry
 from cluster.store import ApiError, Store
 
@@ -64,7 +68,7 @@ class LocalCluster:
         self.http = ApiHttpServer(self.api, tls.cert, tls.key, self.users)
         self.kubeconfig = write_kubeconfig(os.path.join(self.workdir, "kubeconfig"), self.http.url, tls.ca_cert,
                                            self.admin_token)
-        self.components: list[Any] = []
+        self.components: list[Any] = [GarbageCollector(self.api)]  # kube-controller-manager's: always there
         self._seed(nodes or [NodeSpec(f"node-{i}") for i in range(3)])
 
     def _seed(self, nodes: list[NodeSpec | dict[str, Any]]) -> None:
@@ -104,13 +108,26 @@ class LocalCluster:
 
     def run_components(self, scheduler_names: tuple[str, ...] = ("default-scheduler", "kubenexus-scheduler"),
                        start_seconds: float = 0.2, run_seconds: float | None = None,
-                       operators: bool = True) -> None:
-        """Start the scheduler, the kubelet and (optionally) the operators; ``stop()`` ends them."""
+                       operators: bool = True, node_monitor_grace_seconds: float = 40.0,
+                       stop_seconds: float = 0.5) -> None:
+        """Start the scheduler, the kubelets, the node lifecycle and taint eviction controllers and (optionally)
+        the operators; ``stop()`` ends them. (The garbage collector runs from ``start()`` on.)
+
+        Pods start ``start_seconds`` after they are bound, (with ``run_seconds``) succeed that long after, and take
+        ``stop_seconds`` to stop once deleted. ``node_monitor_grace_seconds`` is kube-controller-manager's
+        ``--node-monitor-grace-period`` (40 s in 1.31); the kubelets renew their leases every quarter of it, at
+        most every 10 s, as the real ones (10 s against 40 s) do.
+        """
         from cluster.kubelet import Kubelet
+        from cluster.nodes import NodeLifecycleController, TaintEvictionController
         from cluster.scheduler import Scheduler
 
         self.components.append(Scheduler(self.api, scheduler_names))
-        self.components.append(Kubelet(self.api, start_seconds=start_seconds, run_seconds=run_seconds))
+        self.components.append(Kubelet(self.api, start_seconds=start_seconds, run_seconds=run_seconds,
+                                       lease_renew_seconds=min(10.0, node_monitor_grace_seconds / 4),
+                                       stop_seconds=stop_seconds))
+        self.components.append(NodeLifecycleController(self.api, grace_seconds=node_monitor_grace_seconds))
+        self.components.append(TaintEvictionController(self.api))
         if operators:  # the operators' CRDs come with them, as a Helm chart would install them
             from cluster.controllers import Client
             from cluster.crds import crd_manifests
@@ -125,8 +142,56 @@ class LocalCluster:
             if not component.is_alive():
                 component.start()
 
+    # --- faults ----------------------------------------------------------------------------
+
+    def _kubelet(self) -> Any:
+        from cluster.kubelet import Kubelet
+
+        found = next((c for c in self.components if isinstance(c, Kubelet)), None)
+        if found is None:
+            raise RuntimeError("no kubelets: call run_components() first")
+        return found
+
+    def _node_name(self, node: str) -> str:
+        nodes = self.registry.get("", "v1", "nodes")
+        assert nodes is not None
+        return self.store.get(nodes, None, node)["metadata"]["name"]  # 404 (ApiError) for an unknown node
+
+    def stop_kubelet(self, node: str) -> None:
+        """The node's kubelet stops: no heartbeats, no pod status, no pod starts or removals (a node down or
+        cut off). After ``node_monitor_grace_seconds`` the node lifecycle controller marks it Unknown and taints
+        it ``node.kubernetes.io/unreachable``."""
+        self._kubelet().stop_node(self._node_name(node))
+
+    def start_kubelet(self, node: str) -> None:
+        """The node's kubelet is back: it heartbeats and posts Ready=True at once, and the taints go."""
+        self._kubelet().start_node(self._node_name(node))
+
+    def set_runtime_ready(self, node: str, ready: bool) -> None:
+        """The node's kubelet keeps heartbeating but reports Ready=False (``KubeletNotReady``: its container
+        runtime is down) and starts no pod; the node is tainted ``node.kubernetes.io/not-ready``."""
+        self._kubelet().set_runtime_ready(self._node_name(node), ready)
+
+    def slow_down(self, seconds: float | tuple[float, float] | None, users: tuple[str, ...] | None = None,
+                  verbs: tuple[str, ...] | None = None) -> None:
+        """Delay every request served over HTTP by ``seconds`` (or uniformly within (low, high)), optionally only
+        those of ``users`` (usernames) or ``verbs``; ``None`` clears it. Takes effect for the next request, in
+        that request's thread only."""
+        if seconds is None:
+            self.http.latency = None
+            return
+        low, high = seconds if isinstance(seconds, tuple) else (seconds, seconds)
+        if not 0 <= low <= high:
+            raise ValueError(f"expected 0 <= low <= high seconds, got {seconds!r}")
+        self.http.latency = Latency(low, high, frozenset(users) if users is not None else None,
+                                    frozenset(verbs) if verbs is not None else None)
+
     def start(self) -> LocalCluster:
+        """Serve the API, with the garbage collector running (a control plane never lacks it)."""
         self.http.start()
+        for component in self.components:
+            if not component.is_alive():
+                component.start()
         return self
 
     def stop(self) -> None:

@@ -143,25 +143,45 @@ def pods_by_node(pods: Iterable[Obj]) -> dict[str, list[Obj]]:
 # --- NodeResourcesFit filter ------------------------------------------------------------------------
 
 
-def fits_resources(pod: Obj, node: Obj, used: NodeUsage) -> str | None:
-    """NodeResourcesFit: the pod count, then cpu, memory, ephemeral-storage, then scalar resources by name."""
+@dataclass(frozen=True)
+class Insufficient:
+    """noderesources.InsufficientResource: what the pod asks for, what the node's pods use, what it has."""
+
+    resource: str
+    requested: int
+    used: int
+    capacity: int
+
+    @property
+    def reason(self) -> str:
+        return REASON_TOO_MANY_PODS if self.resource == "pods" else f"Insufficient {self.resource}"
+
+
+def insufficient_resources(pod: Obj, node: Obj, used: NodeUsage) -> list[Insufficient]:
+    """noderesources.Fits: the pod count, then cpu, memory, ephemeral-storage, then scalar resources by name
+    (kube-scheduler's NodeResourcesFit filter and the kubelet's admission both call it)."""
     allocatable = _allocatable(node)
-    reasons = []
+    found = []
     if used.pod_count + 1 > allocatable.get("pods", 0):
-        reasons.append(REASON_TOO_MANY_PODS)
+        found.append(Insufficient("pods", 1, used.pod_count, allocatable.get("pods", 0)))
     wanted = _request_units(pod)
     scalars = sorted(name for name in wanted if _is_scalar(name))
     for name in ("cpu", "memory", "ephemeral-storage", *scalars):
-        amount = wanted.get(name, 0)
-        if amount > 0 and amount > allocatable.get(name, 0) - used.requested.get(name, 0):
-            reasons.append(f"Insufficient {name}")
-    return REASON_SEPARATOR.join(reasons) or None
+        amount, taken, capacity = wanted.get(name, 0), used.requested.get(name, 0), allocatable.get(name, 0)
+        if amount > 0 and amount > capacity - taken:
+            found.append(Insufficient(name, amount, taken, capacity))
+    return found
+
+
+def fits_resources(pod: Obj, node: Obj, used: NodeUsage) -> str | None:
+    """NodeResourcesFit: every insufficient resource, joined as the Filter status joins them."""
+    return REASON_SEPARATOR.join(i.reason for i in insufficient_resources(pod, node, used)) or None
 
 
 # --- TaintToleration and NodeUnschedulable ----------------------------------------------------------
 
 
-def _tolerates(toleration: Obj, taint: Obj) -> bool:
+def tolerates(toleration: Obj, taint: Obj) -> bool:
     """Toleration.ToleratesTaint: empty effect/key match any; operator "" means Equal; Gt/Lt are alpha (off)."""
     if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
         return False
@@ -174,14 +194,22 @@ def _tolerates(toleration: Obj, taint: Obj) -> bool:
 
 
 def _tolerated(pod: Obj, taint: Obj) -> bool:
-    return any(_tolerates(t, taint) for t in _spec(pod).get("tolerations") or [])
+    return any(tolerates(t, taint) for t in _spec(pod).get("tolerations") or [])
+
+
+def untolerated_taint(pod: Obj, node: Obj, effects: tuple[str, ...] = _FILTERED_TAINT_EFFECTS) -> Obj | None:
+    """FindMatchingUntoleratedTaint: the first taint with one of ``effects`` that no toleration of the pod matches."""
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("effect") in effects and not _tolerated(pod, taint):
+            return taint
+    return None
 
 
 def tolerates_taints(pod: Obj, node: Obj) -> str | None:
     """TaintToleration: the first NoSchedule/NoExecute taint no toleration matches; PreferNoSchedule only scores."""
-    for taint in (node.get("spec") or {}).get("taints") or []:
-        if taint.get("effect") in _FILTERED_TAINT_EFFECTS and not _tolerated(pod, taint):
-            return f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value', '')}}}"
+    taint = untolerated_taint(pod, node)
+    if taint is not None:
+        return f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value', '')}}}"
     return None
 
 

@@ -37,8 +37,8 @@ class ApiError(Exception):
     def status(self) -> Obj:
         status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                   "message": self.message, "reason": self.reason, "code": self.code}
-        if self.details:
-            status["details"] = self.details
+        if self.details:  # StatusDetails fields are all omitempty
+            status["details"] = {k: v for k, v in self.details.items() if v not in ("", None, [])}
         return status
 
 
@@ -54,8 +54,14 @@ def conflict(resource: Resource, name: str, why: str) -> ApiError:
                     {"name": name, "group": resource.group, "kind": resource.plural})
 
 
-def now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def now(offset_seconds: float = 0) -> str:
+    """RFC 3339 in whole seconds, as metav1.Time serialises; ``offset_seconds`` from now."""
+    moment = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=offset_seconds)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str) -> datetime.datetime:
+    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
 
 
 @dataclass(frozen=True)
@@ -118,6 +124,12 @@ class Store:
             if obj is None:
                 raise not_found(resource, name)
             return copy.deepcopy(obj)
+
+    def exists(self, resource: Resource, namespace: str | None, name: str, uid: str) -> bool:
+        """Whether this very object (by uid) is still stored."""
+        with self._cond:
+            obj = self._objects.get(_key(resource, namespace, name))
+            return obj is not None and obj["metadata"].get("uid") == uid
 
     def items(self, resource: Resource) -> list[Obj]:
         """The stored objects themselves, not copies: for in-process controllers, read-only."""
@@ -195,7 +207,10 @@ class Store:
             if new == current:
                 return copy.deepcopy(current)
             meta = new["metadata"]
-            if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            # shouldDeleteDuringUpdate: the last finalizer gone, and no grace period running (a pod's kubelet
+            # has not confirmed yet otherwise)
+            if meta.get("deletionTimestamp") and not meta.get("finalizers") \
+                    and not current["metadata"].get("deletionGracePeriodSeconds"):
                 self._next_rv(new)
                 del self._objects[key]
                 self._record("DELETED", resource, new)
@@ -229,41 +244,62 @@ class Store:
             new["metadata"]["generation"] = old_meta.get("generation", 1) + 1
         return new
 
-    def delete(self, resource: Resource, namespace: str | None, name: str, graceful: bool = False,
-               uid: str | None = None, grace_seconds: int = 30, resource_version: str | None = None) -> Obj:
-        """Finalizers (or ``graceful``, for pods a kubelet must stop) defer removal via deletionTimestamp."""
+    def delete(self, resource: Resource, namespace: str | None, name: str, *, grace: int | None = None,
+               uid: str | None = None, resource_version: str | None = None,
+               finalizers: Callable[[Obj], list[str]] | None = None) -> Obj:
+        """The generic registry's Delete (``BeforeDelete`` + ``updateForGracefulDeletionAndFinalizers``).
+
+        ``grace`` is the grace period of a graceful kind (pods; None: not graceful), ``finalizers`` computes the
+        object's finalizers for this deletion (the garbage collector's ``orphan``/``foregroundDeletion``).
+        Preconditions fail with 409. A deletion already pending can only be shortened; an object keeps existing,
+        marked with ``deletionTimestamp``, while a grace period runs or finalizers remain.
+        """
         with self._cond:
             key = _key(resource, namespace, name)
             current = self._objects.get(key)
             if current is None:
                 raise not_found(resource, name)
-            if uid and current["metadata"].get("uid") != uid:
+            meta = current["metadata"]
+            if uid and meta.get("uid") != uid:
                 raise conflict(resource, name, f"Precondition failed: UID in precondition: {uid}, "
-                                               f"UID in object meta: {current['metadata'].get('uid')}")
-            if resource_version and current["metadata"].get("resourceVersion") != resource_version:
+                                               f"UID in object meta: {meta.get('uid')}")
+            if resource_version and meta.get("resourceVersion") != resource_version:
                 raise conflict(resource, name, f"Precondition failed: ResourceVersion in precondition: "
                                                f"{resource_version}, ResourceVersion in object meta: "
-                                               f"{current['metadata'].get('resourceVersion')}")
-            meta = current["metadata"]
-            if meta.get("finalizers") or graceful:
-                if not meta.get("deletionTimestamp"):
-                    meta["deletionTimestamp"] = now()
-                    meta["deletionGracePeriodSeconds"] = grace_seconds if graceful else 0
-                    self._next_rv(current)
-                    self._record("MODIFIED", resource, current)
-                return copy.deepcopy(current)
+                                               f"{meta.get('resourceVersion')}")
+            new = copy.deepcopy(current)
+            new_meta = new["metadata"]
+            pending = new_meta.get("deletionGracePeriodSeconds")
+            graceful = False
+            if new_meta.get("deletionTimestamp") and pending:  # graceful deletion under way: only shortened
+                if grace is None or grace >= pending:
+                    return copy.deepcopy(current)
+                deadline = parse_time(new_meta["deletionTimestamp"]) - datetime.timedelta(seconds=pending - grace)
+                new_meta["deletionTimestamp"] = deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
+                new_meta["deletionGracePeriodSeconds"] = grace
+                graceful = grace > 0
+            elif not new_meta.get("deletionTimestamp") and grace:
+                new_meta["deletionTimestamp"], new_meta["deletionGracePeriodSeconds"] = now(grace), grace
+                graceful = True
+            if finalizers is not None:
+                wanted = finalizers(new)
+                if set(wanted) != set(new_meta.get("finalizers") or []):
+                    new_meta["finalizers"] = wanted
+            if not new_meta.get("finalizers"):
+                new_meta.pop("finalizers", None)
+            if graceful or new_meta.get("finalizers"):
+                if not new_meta.get("deletionTimestamp"):
+                    new_meta["deletionTimestamp"], new_meta["deletionGracePeriodSeconds"] = now(), 0
+                if new == current:
+                    return copy.deepcopy(current)
+                self._next_rv(new)
+                self._objects[key] = new
+                self._record("MODIFIED", resource, new, old=current)
+                return copy.deepcopy(new)
             del self._objects[key]
             self._next_rv(current)
             self._record("DELETED", resource, current)
             return copy.deepcopy(current)
-
-    def remove(self, resource: Resource, namespace: str | None, name: str) -> None:
-        """Final removal of a gracefully deleted object (the kubelet's confirmation)."""
-        with self._cond:
-            current = self._objects.pop(_key(resource, namespace, name))
-            if current is not None:
-                self._next_rv(current)
-                self._record("DELETED", resource, current)
 
     # --- watch -------------------------------------------------------------------------
 

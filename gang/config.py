@@ -51,6 +51,7 @@ class Config:
     threads: int = 8
     handshake_timeout_seconds: float = 5.0
     read_timeout_seconds: float = 5.0
+    keep_alive_seconds: int = 75
     log_level: str = "INFO"
     # --- gate controller ---
     pin_members: bool = True
@@ -205,6 +206,7 @@ _FIELDS: tuple[tuple[str, str, Callable[[Any, str], Any]], ...] = (
     ("server.threads", "threads", _positive(int)),
     ("server.handshakeTimeoutSeconds", "handshake_timeout_seconds", _positive(float)),
     ("server.readTimeoutSeconds", "read_timeout_seconds", _positive(float)),
+    ("server.keepAliveSeconds", "keep_alive_seconds", _positive(int)),
     ("logLevel", "log_level", _choice(("DEBUG", "INFO", "WARNING", "ERROR"))),
     ("controller.pinMembers", "pin_members", _bool),
     ("controller.starvationSeconds", "starvation_seconds", _positive(float)),

@@ -164,7 +164,7 @@ def test_delete_answers_with_a_status_or_the_deleted_pod(core: client.CoreV1Api,
     cm = core.create_namespaced_config_map(ns, {"metadata": {"name": "short-lived"}})
     result = core.delete_namespaced_config_map("short-lived", ns)
     assert (result["kind"], result["status"]) == ("Status", "Success"), result
-    assert result["details"] == {"name": "short-lived", "group": "", "kind": "configmaps", "uid": cm.metadata.uid}
+    assert result["details"] == {"name": "short-lived", "kind": "configmaps", "uid": cm.metadata.uid}  # omitempty
 
     pod = core.create_namespaced_pod(ns, pod_body("short-lived"))
     deleted = core.delete_namespaced_pod("short-lived", ns)
@@ -193,7 +193,7 @@ def test_leases_jobs_and_statefulsets(api: client.ApiClient, ns: str) -> None:
     assert ns in {x.metadata.namespace for x in apps.list_stateful_set_for_all_namespaces().items}
 
     leases.delete_namespaced_lease("leader", ns)
-    batch.delete_namespaced_job("once", ns)
+    batch.delete_namespaced_job("once", ns, propagation_policy="Background")  # kubectl's default
     apps.delete_namespaced_stateful_set("db", ns)
     expect_failure(404, "NotFound", leases.read_namespaced_lease, "leader", ns)
     expect_failure(404, "NotFound", batch.read_namespaced_job, "once", ns)
@@ -429,6 +429,116 @@ def test_delete_preconditions(core: client.CoreV1Api, ns: str) -> None:
     core.delete_namespaced_config_map("pre", ns, body={"preconditions": {
         "uid": original.metadata.uid, "resourceVersion": current.metadata.resource_version}})
     expect_failure(404, "NotFound", core.read_namespaced_config_map, "pre", ns)
+
+
+def test_delete_precondition_failures_are_the_apiserver_conflicts(core: client.CoreV1Api, ns: str) -> None:
+    """storage.Preconditions.Check, turned into NewConflict on the resource: the message names both values."""
+    pod = core.create_namespaced_pod(ns, pod_body("guarded"))
+    wrong = str(uuid.uuid4())
+    body = expect_failure(409, "Conflict", core.delete_namespaced_pod, "guarded", ns,
+                          body={"preconditions": {"uid": wrong}})
+    assert body["message"] == (f'Operation cannot be fulfilled on pods "guarded": Precondition failed: '
+                               f"UID in precondition: {wrong}, UID in object meta: {pod.metadata.uid}")
+    assert body["details"] == {"name": "guarded", "kind": "pods"}
+    body = expect_failure(409, "Conflict", core.delete_namespaced_pod, "guarded", ns,
+                          body={"preconditions": {"uid": pod.metadata.uid, "resourceVersion": "1"}})
+    assert body["message"] == (f'Operation cannot be fulfilled on pods "guarded": Precondition failed: '
+                               f"ResourceVersion in precondition: 1, ResourceVersion in object meta: "
+                               f"{pod.metadata.resource_version}")
+    core.delete_namespaced_pod("guarded", ns, body={"preconditions": {
+        "uid": pod.metadata.uid, "resourceVersion": pod.metadata.resource_version}})
+    assert gone(core.read_namespaced_pod, "guarded", ns)
+    # a pod of the same name created since: the old uid no longer matches
+    again = core.create_namespaced_pod(ns, pod_body("guarded"))
+    expect_failure(409, "Conflict", core.delete_namespaced_pod, "guarded", ns,
+                   body={"preconditions": {"uid": pod.metadata.uid}})
+    assert core.read_namespaced_pod("guarded", ns).metadata.uid == again.metadata.uid
+
+
+def test_delete_options_are_validated(core: client.CoreV1Api, ns: str) -> None:
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "kept"}})
+    body = expect_failure(422, "Invalid", core.delete_namespaced_config_map, "kept", ns,
+                          body={"propagationPolicy": "Sideways"})
+    assert body["message"] == ('DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: '
+                               '"Sideways": supported values: "Foreground", "Background", "Orphan", "nil"')
+    body = expect_failure(422, "Invalid", core.delete_namespaced_config_map, "kept", ns,
+                          body={"propagationPolicy": "Orphan", "orphanDependents": True})
+    assert "orphanDependents and deletionPropagation cannot be both set" in body["message"]
+    assert core.read_namespaced_config_map("kept", ns).metadata.deletion_timestamp is None
+
+
+def bound_pod(core: client.CoreV1Api, ns: str, name: str, **spec: Any) -> Any:
+    """A pod bound to node-a through a Binding; no kubelet runs in this cluster to start or stop it."""
+    core.create_namespaced_pod(ns, pod_body(name, **spec))
+    bind(core, ns, name, "node-a")
+    return core.read_namespaced_pod(name, ns)
+
+
+def stamp(text: Any) -> datetime.datetime:
+    return text if isinstance(text, datetime.datetime) else datetime.datetime.fromisoformat(text)
+
+
+def test_graceful_deletion_of_a_bound_pod(core: client.CoreV1Api, ns: str) -> None:
+    """podStrategy.CheckGracefulDelete: a bound pod is marked, deletionTimestamp = now + its grace period (the
+    request's, else terminationGracePeriodSeconds), and stays until its kubelet confirms; a later DELETE may only
+    shorten the period, 0 removes it."""
+    bound_pod(core, ns, "slow", terminationGracePeriodSeconds=45)
+    before = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+    marked = core.delete_namespaced_pod("slow", ns)
+    assert marked.metadata.deletion_grace_period_seconds == 45
+    deadline = stamp(marked.metadata.deletion_timestamp)
+    assert before + datetime.timedelta(seconds=44) <= deadline <= before + datetime.timedelta(seconds=47)
+    again = core.delete_namespaced_pod("slow", ns, grace_period_seconds=60)  # longer: nothing changes
+    assert again.metadata.resource_version == marked.metadata.resource_version
+    shorter = core.delete_namespaced_pod("slow", ns, grace_period_seconds=5)
+    assert shorter.metadata.deletion_grace_period_seconds == 5
+    assert stamp(shorter.metadata.deletion_timestamp) == deadline - datetime.timedelta(seconds=40)
+    core.delete_namespaced_pod("slow", ns, grace_period_seconds=0)
+    assert gone(core.read_namespaced_pod, "slow", ns)
+
+
+def test_unbound_or_finished_pods_are_deleted_at_once(core: client.CoreV1Api, ns: str) -> None:
+    core.create_namespaced_pod(ns, pod_body("pending"))
+    core.delete_namespaced_pod("pending", ns)
+    assert gone(core.read_namespaced_pod, "pending", ns)
+    bound_pod(core, ns, "done")
+    core.patch_namespaced_pod_status("done", ns, {"status": {"phase": "Succeeded"}})
+    core.delete_namespaced_pod("done", ns)
+    assert gone(core.read_namespaced_pod, "done", ns)
+
+
+def test_finalizers_hold_a_pod_deleted_with_grace_zero(core: client.CoreV1Api, ns: str) -> None:
+    """The kubelet's confirming DELETE (grace 0, uid precondition) removes a pod only once its finalizers are
+    gone (the Job controller's tracking finalizer, for instance)."""
+    pod = bound_pod(core, ns, "held")
+    core.patch_namespaced_pod("held", ns, {"metadata": {"finalizers": ["example.com/hold"]}})
+    core.delete_namespaced_pod("held", ns)
+    # with a body, the apiserver reads the options from it alone (query parameters are ignored)
+    confirmed = core.delete_namespaced_pod("held", ns, body={"gracePeriodSeconds": 0,
+                                                             "preconditions": {"uid": pod.metadata.uid}})
+    assert confirmed.metadata.deletion_grace_period_seconds == 0
+    assert confirmed.metadata.finalizers == ["example.com/hold"]
+    core.patch_namespaced_pod("held", ns, {"metadata": {"finalizers": None}})
+    assert gone(core.read_namespaced_pod, "held", ns)
+
+
+def test_a_batch_v1_job_deleted_without_a_policy_orphans_its_pods(api: client.ApiClient, ns: str) -> None:
+    """The Job strategy's DefaultGarbageCollectionPolicy for batch/v1 is OrphanDependents: the Job is marked with
+    the ``orphan`` finalizer (which the garbage collector then removes, and the Job goes), and the response
+    carries the Job storage's warning. Background (kubectl's default) marks nothing and warns of nothing."""
+    batch = client.BatchV1Api(api)
+    template = {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}
+    created = batch.create_namespaced_job(ns, {"metadata": {"name": "kept"}, "spec": {"template": template}})
+    _, status, headers = batch.delete_namespaced_job_with_http_info("kept", ns)
+    assert status == 200 and "child pods are preserved by default when jobs are deleted" in headers["Warning"]
+    marked = [e["object"] for e in watch.Watch().stream(
+        batch.list_namespaced_job, ns, resource_version=created.metadata.resource_version, timeout_seconds=2,
+        _request_timeout=10) if e["type"] == "MODIFIED"]
+    assert marked and marked[0].metadata.finalizers == ["orphan"] and marked[0].metadata.deletion_timestamp
+    batch.create_namespaced_job(ns, {"metadata": {"name": "cascaded"}, "spec": {"template": template}})
+    _, _, headers = batch.delete_namespaced_job_with_http_info("cascaded", ns, propagation_policy="Background")
+    assert "Warning" not in headers
+    assert gone(batch.read_namespaced_job, "cascaded", ns)
 
 
 def test_json_patch(core: client.CoreV1Api, ns: str) -> None:

@@ -212,7 +212,6 @@ def test_spark_driver_first_executors_only_once_it_runs(env: Env, ns: str) -> No
         "pi", driver={"cores": 1, "memory": "512m", "serviceAccount": "spark", "nodeSelector": hold(ns)},
         executor={"instances": 3, "cores": 2, "memory": "4g"}))
     driver = wait_for(lambda: by_name(env.pods(ns)).get("pi-driver"))
-    app = env.get("sparkoperator.k8s.io/v1beta2", "SparkApplication", ns, "pi")
     assert chain(env, driver) == ["Pod/pi-driver", "SparkApplication/pi"]
     labels = driver["metadata"]["labels"]
     assert labels["spark-role"] == "driver" and labels["sparkoperator.k8s.io/app-name"] == "pi"
@@ -239,10 +238,9 @@ def test_spark_driver_first_executors_only_once_it_runs(env: Env, ns: str) -> No
         assert meta["labels"]["spark-app-selector"] == labels["spark-app-selector"]
         assert meta["labels"]["sparkoperator.k8s.io/app-name"] == "pi" and meta["labels"]["team"] == "data"
         assert meta["labels"]["sparkoperator.k8s.io/launched-by-spark-operator"] == "true"
-        refs = {r["kind"]: r for r in meta["ownerReferences"]}
-        assert refs["Pod"]["uid"] == driver["metadata"]["uid"] and refs["Pod"]["controller"] is True
-        assert refs["SparkApplication"]["uid"] == app["metadata"]["uid"]
-        assert not refs["SparkApplication"].get("controller")
+        # the driver pod alone owns its executors (spark-operator since kubeflow/spark-operator#3152)
+        [owner] = meta["ownerReferences"]
+        assert (owner["kind"], owner["uid"], owner["controller"]) == ("Pod", driver["metadata"]["uid"], True)
         # cores 2; 4 GiB = 4096 MiB + max(384, 0.1 x 4096 = 409) = 4505 MiB
         assert pod["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "2", "memory": "4505Mi"}
         assert "nodeSelector" not in pod["spec"]  # the driver's placement is its own

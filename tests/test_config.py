@@ -30,6 +30,7 @@ server:
   threads: 4
   handshakeTimeoutSeconds: 2
   readTimeoutSeconds: 1.5
+  keepAliveSeconds: 20
 """
 
 
@@ -53,6 +54,7 @@ def test_defaults_without_file_or_environment():
     assert config.handshake_timeout_seconds == 5.0 and config.read_timeout_seconds == 5.0
     assert config.kubeconfig is None
     assert config.port == 8443
+    assert config.keep_alive_seconds == 75
 
 
 def test_empty_file_gives_defaults(tmp_path):
@@ -81,6 +83,7 @@ def test_every_setting_is_read_from_the_file(tmp_path):
         threads=4,
         handshake_timeout_seconds=2.0,
         read_timeout_seconds=1.5,
+        keep_alive_seconds=20,
     )
 
 
@@ -172,6 +175,9 @@ def test_unrelated_environment_variables_are_ignored():
         ("server:\n  certDir: []", "server.certDir"),
         ("server:\n  workers: -1", "server.workers"),
         ("server:\n  threads: 0", "server.threads"),
+        ("server:\n  keepAliveSeconds: 0", "server.keepAliveSeconds"),
+        ("server:\n  keepAliveSeconds: 1.5", "server.keepAliveSeconds"),
+        ("server:\n  keepAliveSeconds: soon", "server.keepAliveSeconds"),
     ],
 )
 def test_invalid_file_value_names_the_setting(tmp_path, text, setting):

@@ -209,7 +209,9 @@ def gunicorn_options(config: Config, bind: str) -> dict[str, Any]:
         "certfile": cert,
         "keyfile": key,
         "ssl_context": _tls_context,
-        "keepalive": 75,  # the apiserver reuses connections; keep them well past its idle time
+        # How long an idle kept-alive connection stays open (gunicorn takes whole seconds). The apiserver's webhook
+        # client notices a connection the server closed while idle and does not reuse it.
+        "keepalive": config.keep_alive_seconds,
         "timeout": 30,
         "graceful_timeout": 25,
         "accesslog": None,

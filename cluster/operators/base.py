@@ -175,6 +175,27 @@ class Operator(Loop):
             meta = obj["metadata"]
             self.client.patch(url(gvr, meta.get("namespace"), meta["name"], "status"), {"status": changed})
 
+    def delete(self, gvr: GVR, obj: Obj, propagation: str | None = None, grace: int | None = None) -> None:
+        """DELETE ``obj`` with its uid as precondition (never a namesake created since); one already being deleted
+        (unless ``grace`` shortens it), or gone, is left alone."""
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp") and grace is None:
+            return
+        options: Obj = {"preconditions": {"uid": meta["uid"]}}
+        if propagation:
+            options["propagationPolicy"] = propagation
+        if grace is not None:
+            options["gracePeriodSeconds"] = grace
+        with contextlib.suppress(ApiError):  # gone meanwhile: the next pass sees it
+            self.client.call("DELETE", url(gvr, meta.get("namespace"), meta["name"]), options)
+
+    def clean_pods(self, pods: list[Obj], policy: str) -> None:
+        """Kubeflow's ``cleanPodPolicy`` on a finished job: All deletes every pod, Running those still running or
+        pending, None none."""
+        for pod in pods:
+            if policy == "All" or (policy == "Running" and phase(pod) in ("Running", "Pending")):
+                self.delete(PODS, pod)
+
     def patch_labels(self, gvr: GVR, obj: Obj, new: dict[str, str]) -> None:
         meta = obj["metadata"]
         self.client.patch(url(gvr, meta.get("namespace"), meta["name"]), {"metadata": {"labels": new}})

@@ -5,6 +5,14 @@ controller. A replicated job starts only when each ``dependsOn`` entry reached i
 ready+succeeded+failed Jobs == replicas; Complete: succeeded == replicas), and under
 ``startupPolicyOrder: InOrder`` only after every earlier one is Ready. The defaults JobSet's own
 webhook applies (Indexed completion, replicas 1, DNS hostnames) are applied here, as it is not run.
+
+Failures (``executeFailurePolicy``): a child Job Failed (e.g. past its backoffLimit after deleted or rejected
+pods) fails the JobSet without ``failurePolicy`` (``FailedJobs``: "jobset failed due to one or more job failures
+(first failed job: <job>)"); with one, the JobSet restarts while ``restartsCountTowardsMax`` < ``maxRestarts``:
+``status.restarts`` goes up, every Job of the previous attempt is deleted in the foreground and the Jobs are
+created again (same names, once the old ones are gone) labelled with the new ``restart-attempt``; past
+maxRestarts it fails (``ReachedMaxRestarts``). A finished JobSet deletes its active Jobs (foreground).
+(``failurePolicy.rules`` and ``successPolicy`` are not emulated.)
 """
 
 from __future__ import annotations
@@ -12,18 +20,12 @@ from __future__ import annotations
 import copy
 import hashlib
 
-from cluster.operators.base import JOBS, Operator, owner_ref, with_condition
+from cluster.operators.base import JOBS, Operator, labels, owner_ref, with_condition
+from cluster.operators.job import job_finished
 from cluster.store import Obj
 
 JOBSETS = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
 P = "jobset.sigs.k8s.io"
-
-
-def _finished(job: Obj) -> str:
-    for c in (job.get("status") or {}).get("conditions") or []:
-        if c.get("type") in ("Complete", "Failed") and c.get("status") == "True":
-            return c["type"]
-    return ""
 
 
 def _job_ready(job: Obj) -> bool:
@@ -40,24 +42,44 @@ class JobSetController(Operator):
 
     def sync(self, js: Obj) -> None:
         spec, status = js.get("spec") or {}, js.get("status") or {}
+        jobs = self.children(JOBS, js)
         if any(c.get("type") in ("Completed", "Failed") and c.get("status") == "True"
                for c in status.get("conditions") or []):
+            for job in jobs:
+                if not job_finished(job):
+                    self.delete(JOBS, job, propagation="Foreground")
             return
         restarts = str(status.get("restarts", 0))
-        jobs = [j for j in self.children(JOBS, js) if (j["metadata"].get("labels") or {}).get(f"{P}/restart-attempt")
-                == restarts]
-        counts = self._statuses(spec, jobs)
+        current = [j for j in jobs if labels(j).get(f"{P}/restart-attempt") == restarts]
+        for job in jobs:
+            if labels(job).get(f"{P}/restart-attempt") != restarts:
+                self.delete(JOBS, job, propagation="Foreground")
+        counts = self._statuses(spec, current)
         rjobs = spec.get("replicatedJobs") or []
         in_order = (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder"
-        conditions = status.get("conditions")
+        conditions, update = status.get("conditions"), {}
+        failed = sorted((j for j in current if job_finished(j) == "Failed"), key=lambda j: j["metadata"]["name"])
         if rjobs and all(counts[r["name"]]["succeeded"] == r.get("replicas", 1) for r in rjobs):
-            conditions = with_condition(conditions, "Completed", "True", "AllJobsCompleted")
-        elif any(c["failed"] for c in counts.values()):
-            conditions = with_condition(conditions, "Failed", "True", "FailedJobs")
+            conditions = with_condition(conditions, "Completed", "True", "AllJobsCompleted",
+                                        "jobset completed successfully")
+        elif failed:
+            policy, first = spec.get("failurePolicy"), failed[0]["metadata"]["name"]
+            counted = status.get("restartsCountTowardsMax", 0)
+            if policy is None:
+                conditions = with_condition(conditions, "Failed", "True", "FailedJobs",
+                                            f"jobset failed due to one or more job failures (first failed job: "
+                                            f"{first})")
+            elif counted >= policy.get("maxRestarts", 0):
+                conditions = with_condition(conditions, "Failed", "True", "ReachedMaxRestarts",
+                                            f"jobset failed due to reaching max number of restarts (first failed "
+                                            f"job: {first})")
+            else:
+                update = {"restarts": int(restarts) + 1, "restartsCountTowardsMax": counted + 1}
         else:
-            conditions = self._start(js, rjobs, counts, {j["metadata"]["name"] for j in jobs}, in_order, conditions)
+            existing = {j["metadata"]["name"] for j in jobs}  # an old attempt's Job still holds its name
+            conditions = self._start(js, rjobs, counts, existing, in_order, conditions)
         self.patch_status(JOBSETS, js, {"replicatedJobsStatus": [{"name": name, **c} for name, c in counts.items()],
-                                        "restarts": int(restarts), "conditions": conditions})
+                                        "restarts": int(restarts), "conditions": conditions, **update})
 
     @staticmethod
     def _statuses(spec: Obj, jobs: list[Obj]) -> dict[str, dict[str, int]]:
@@ -67,7 +89,7 @@ class JobSetController(Operator):
             c = counts.get((job["metadata"].get("labels") or {}).get(f"{P}/replicatedjob-name", ""))
             if c is None:
                 continue
-            finished = _finished(job)
+            finished = job_finished(job)
             if finished:
                 c["succeeded" if finished == "Complete" else "failed"] += 1
                 continue

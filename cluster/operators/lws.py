@@ -9,6 +9,14 @@ LWS's mutating pod webhook (group-index and group-unique-key on leaders, worker-
 cannot run inside the emulator's admission chain, so the pod controller applies the same labels
 right after creation: other webhooks see the pod without them at CREATE, as they do in a real
 cluster where LWS's webhook is called after theirs.
+
+Restarts (the pod controller's ``handleRestartPolicy``): under ``leaderWorkerTemplate.restartPolicy``
+RecreateGroupOnPodRestart (the default), a pod of the group seen with a ``deletionTimestamp`` (or a restarted
+container) makes the controller delete the group's leader pod in the foreground, event
+RecreateGroupOnPodRestart: the garbage collector removes the worker StatefulSet and its pods, the leader
+StatefulSet creates the leader again, and the group starts over. A pod deleted before it was bound is gone at
+once and never seen terminating: only its StatefulSet recreates it. Under ``None`` the StatefulSets recreate
+single pods (and, as every StatefulSet, delete and recreate pods that Failed).
 """
 
 from __future__ import annotations
@@ -71,10 +79,15 @@ class LeaderPodController(Operator):
     identity = IDENTITY
 
     def roots(self) -> list[Obj]:
-        return [p for p in self.items(PODS) if f"{P}/name" in labels(p) and alive(p)]
+        return [p for p in self.items(PODS) if f"{P}/name" in labels(p)]
 
     def sync(self, pod: Obj) -> None:
         meta = pod["metadata"]
+        lws = self.get(LWS, meta["namespace"], labels(pod)[f"{P}/name"])
+        if not alive(pod) or _container_restarted(pod):
+            if lws is not None:
+                self._restart_group(pod, lws)
+            return
         current = labels(pod)
         leader = current.get(f"{P}/worker-index") == "0"  # podutils.LeaderPod: set by the leader template
         ordinal = meta["name"].rsplit("-", 1)[-1]
@@ -85,10 +98,7 @@ class LeaderPodController(Operator):
         if missing:
             self.patch_labels(PODS, pod, missing)
             current = {**current, **missing}
-        if not leader:
-            return
-        lws = self.get(LWS, meta["namespace"], current[f"{P}/name"])
-        if lws is None:
+        if not leader or lws is None:
             return
         spec = lws.get("spec") or {}
         lwt = spec.get("leaderWorkerTemplate") or {}
@@ -103,3 +113,31 @@ class LeaderPodController(Operator):
                                  {f"{P}/size": str(size), f"{P}/leader-name": meta["name"]})
             self.create(STATEFULSETS, pod, _statefulset(meta["name"], pod, size - 1, template, group, sts_labels,
                                                         lws["metadata"]["name"], start=1))
+
+    def _restart_group(self, pod: Obj, lws: Obj) -> None:
+        """``handleRestartPolicy``: delete the group's leader (foreground) so that the whole group is recreated."""
+        policy = ((lws.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("restartPolicy",
+                                                                                  "RecreateGroupOnPodRestart")
+        if policy != "RecreateGroupOnPodRestart":
+            return
+        meta = pod["metadata"]
+        if labels(pod).get(f"{P}/worker-index") == "0":
+            leader: Obj | None = pod
+        else:
+            leader = self.get(PODS, meta["namespace"], meta["name"].rsplit("-", 1)[0])
+            if leader is None or labels(leader).get(f"{P}/template-revision-hash") != labels(pod).get(
+                    f"{P}/template-revision-hash"):
+                return
+        if leader is None or not alive(leader):
+            return
+        self.delete(PODS, leader, propagation="Foreground")
+        self.event(leader, "RecreateGroupOnPodRestart",
+                   f"Worker pod {meta['name']} failed, deleted leader pod {leader['metadata']['name']} to recreate "
+                   f"group {labels(leader).get(f'{P}/group-index', '')}", type_="Normal")
+
+
+def _container_restarted(pod: Obj) -> bool:
+    """podutils.ContainerRestarted: any (init) container restarted."""
+    status = pod.get("status") or {}
+    return any(c.get("restartCount", 0) > 0
+               for c in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []))

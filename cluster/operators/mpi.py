@@ -4,13 +4,22 @@ Workers are pods ``<job>-worker-<i>`` owned by the MPIJob; the launcher is a bat
 ``<job>-launcher`` owned by the MPIJob, whose pod the Job controller creates. Under
 ``launcherCreationPolicy: WaitForWorkersReady`` the launcher Job waits until every worker is Ready.
 (The hostfile ConfigMap, SSH Secret and headless Service are not emulated.)
+
+Reactions, as ``syncHandler``: a missing worker (deleted, and gone) is created again; a Failed worker stays and
+is counted (``replicaStatuses.Worker.failed``), the job then depends on its launcher; the launcher's pods are the
+Job controller's (a deleted launcher pod counts toward the launcher Job's ``backoffLimit``, from
+``runPolicy.backoffLimit``); a missing launcher Job is created again. The launcher Job Failed makes the MPIJob
+Failed (its reason and message, e.g. BackoffLimitExceeded), Complete makes it Succeeded; a finished MPIJob
+creates nothing more and cleans its workers per ``runPolicy.cleanPodPolicy`` (default None).
 """
 
 from __future__ import annotations
 
 import json
 
-from cluster.operators.base import JOBS, PODS, Operator, owner_ref, phase, pod_from_template, pod_ready, with_condition
+from cluster.operators.base import JOBS, PODS, Operator, owner_ref, phase, pod_from_template, pod_ready
+from cluster.operators.job import job_finished
+from cluster.operators.training import finished, set_condition
 from cluster.store import Obj
 
 MPIJOBS = ("kubeflow.org", "v2beta1", "mpijobs")
@@ -35,6 +44,9 @@ class MPIJobController(Operator):
         spec, name = job.get("spec") or {}, job["metadata"]["name"]
         if (spec.get("runPolicy") or {}).get("suspend"):
             return
+        if finished(job):
+            self._clean(job)
+            return
         replicas = spec.get("mpiReplicaSpecs") or {}
         worker = replicas.get("Worker") or {}
         count = int(worker.get("replicas", 1)) if replicas.get("Worker") is not None else 0
@@ -55,12 +67,27 @@ class MPIJobController(Operator):
         waiting = spec.get("launcherCreationPolicy") == "WaitForWorkersReady" and ready < count
         if launcher is None and not waiting:
             launcher = self.create(JOBS, job, self._launcher(job))
-        conditions = with_condition((job.get("status") or {}).get("conditions"), "Created", "True", "MPIJobCreated")
-        if launcher is not None and ready == count and any(
+        conditions = set_condition((job.get("status") or {}).get("conditions"), "Created", "MPIJobCreated",
+                                   f"MPIJob {job['metadata']['namespace']}/{name} is created.")
+        ended = job_finished(launcher) if launcher is not None else ""
+        if ended:
+            reason, message = next(((c.get("reason"), c.get("message")) for c in launcher["status"]["conditions"]
+                                    if c.get("type") == ended), ("", ""))
+            conditions = set_condition(conditions, "Succeeded" if ended == "Complete" else "Failed",
+                                       reason or ("MPIJobSucceeded" if ended == "Complete" else "MPIJobFailed"),
+                                       message or f"MPIJob {job['metadata']['namespace']}/{name} has "
+                                                  f"{'successfully completed' if ended == 'Complete' else 'failed'}.")
+        elif launcher is not None and ready == count and any(
                 phase(p) == "Running" for p in self.children(PODS, launcher)):
-            conditions = with_condition(conditions, "Running", "True", "MPIJobRunning")
-        self.patch_status(MPIJOBS, job, {"conditions": conditions, "replicaStatuses": {
-            "Worker": {"active": sum(phase(p) == "Running" for p in workers)}}})
+            conditions = set_condition(conditions, "Running", "MPIJobRunning",
+                                       f"MPIJob {job['metadata']['namespace']}/{name} is running.")
+        self.patch_status(MPIJOBS, job, {"conditions": conditions, "replicaStatuses": {"Worker": {
+            "active": sum(phase(p) == "Running" for p in workers), "failed": sum(phase(p) == "Failed" for p in workers),
+            "succeeded": sum(phase(p) == "Succeeded" for p in workers)}}})
+
+    def _clean(self, job: Obj) -> None:
+        self.clean_pods(self.children(PODS, job),
+                        ((job.get("spec") or {}).get("runPolicy") or {}).get("cleanPodPolicy") or "None")
 
     @staticmethod
     def _launcher(job: Obj) -> Obj:

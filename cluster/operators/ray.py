@@ -6,6 +6,11 @@ autoscaling is on), all created together, owned by the RayCluster. State ``ready
 runs. RayJob: a RayCluster ``<rayjob>-raycluster-<random>`` (name kept in status first), and once it
 is ready the submitter Job ``<rayjob>`` (K8sJobMode). RayService: a RayCluster per config, promoted
 from pending to active once ready. (Head Services and the Ray autoscaler are not emulated.)
+
+Pods that go away are replaced (``reconcilePods``): a missing head is created again, and workers are created
+until each group has its count of pods not being deleted; a pod that Failed or Succeeded (e.g. rejected by
+its kubelet) is deleted first (``shouldDeletePod``) and then replaced. A RayJob whose submitter Job Failed is
+Failed (``jobDeploymentStatus`` Failed, reason SubmissionFailed).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from cluster.operators.base import (
     pod_ready,
     random_suffix,
 )
+from cluster.operators.job import job_finished
 from cluster.store import Obj
 
 RAYCLUSTERS = ("ray.io", "v1", "rayclusters")
@@ -53,7 +59,10 @@ class RayClusterController(Operator):
         spec = cluster.get("spec") or {}
         if spec.get("suspend"):
             return
-        pods = [p for p in self.children(PODS, cluster) if alive(p)]
+        for pod in self.children(PODS, cluster):
+            if phase(pod) in ("Failed", "Succeeded"):  # shouldDeletePod: it will not restart
+                self.delete(PODS, pod)
+        pods = [p for p in self.children(PODS, cluster) if alive(p) and phase(p) not in ("Failed", "Succeeded")]
         if not [p for p in pods if labels(p).get("ray.io/node-type") == "head"]:
             self.create(PODS, cluster, self._pod(cluster, spec.get("headGroupSpec") or {}, None))
         desired = 0
@@ -90,6 +99,8 @@ class RayJobController(Operator):
 
     def sync(self, rayjob: Obj) -> None:
         spec, status, meta = rayjob.get("spec") or {}, rayjob.get("status") or {}, rayjob["metadata"]
+        if status.get("jobDeploymentStatus") in ("Complete", "Failed"):
+            return
         name = status.get("rayClusterName")
         if not name:  # choose the name and record it before creating, so a retry reuses it
             name = f"{meta['name']}-raycluster-{random_suffix()}"
@@ -101,9 +112,13 @@ class RayJobController(Operator):
             return
         if (cluster.get("status") or {}).get("state") != "ready":
             return
-        if spec.get("submissionMode", "K8sJobMode") == "K8sJobMode" and \
-                self.get(JOBS, meta["namespace"], meta["name"]) is None:
+        submitter = self.get(JOBS, meta["namespace"], meta["name"])
+        if spec.get("submissionMode", "K8sJobMode") == "K8sJobMode" and submitter is None:
             self.create(JOBS, rayjob, self._submitter(rayjob, cluster))
+        if submitter is not None and job_finished(submitter) == "Failed":
+            self.patch_status(RAYJOBS, rayjob, {"jobDeploymentStatus": "Failed", "reason": "SubmissionFailed",
+                                                "message": "submitter Job failed"})
+            return
         self.patch_status(RAYJOBS, rayjob, {"jobDeploymentStatus": "Running"})
 
     @staticmethod

@@ -1,28 +1,56 @@
-"""Kubeflow spark-operator (v1beta2) and the Spark driver it launches.
+"""Kubeflow spark-operator (v1beta2, operator 2.x) and the Spark driver it launches.
 
-The operator "submits" an application by creating the driver pod ``<app>-driver`` (what spark-submit
-does, with the owner reference spark-operator's pod webhook adds) and tracks the app state from it.
-Executors are not the operator's: the running driver's ExecutorPodsAllocator creates them, under the
-driver's own service account, named ``<app>-<16 hex>-exec-<id>``, in batches
-(``spark.kubernetes.allocation.batch.size``/``.delay``), owned by the driver pod (controller) plus,
-operator >= 2.4 style, a plain reference to the SparkApplication.
+The operator "submits" an application by creating the driver pod ``<app>-driver`` (what spark-submit does, owned
+by the SparkApplication) and follows the app through the states of its reconciler:
+
+- NEW: submit. Success: SUBMITTED, ``submissionAttempts`` and ``executionAttempts`` + 1,
+  ``lastSubmissionAttemptTime``; the driver refused (e.g. by admission): FAILED_SUBMISSION.
+- SUBMITTED/RUNNING follow the driver (Pending, Running); driver Succeeded -> SUCCEEDING; driver Failed (also
+  rejected by its kubelet) or *driver pod not found* (deleted) -> FAILING.
+- FAILING / FAILED_SUBMISSION: ``ShouldRetry`` per ``spec.restartPolicy`` (defaulted as the operator's webhook
+  does: type Never; retry intervals 5 s): Never -> FAILED; Always -> retry; OnFailure -> retry while
+  ``executionAttempts`` <= ``onFailureRetries`` (resp. ``submissionAttempts`` <= ``onSubmissionFailureRetries``).
+  A retry waits until ``onFailureRetryInterval`` x ``submissionAttempts`` seconds after the last submission
+  (``isNextRetryDue``), deletes the driver (grace period 0) and goes PENDING_RERUN; once the driver is gone the
+  status is reset (``submissionAttempts`` 0) and the app submitted again, with a new app id. SUCCEEDING
+  reruns under Always, else COMPLETED. COMPLETED and FAILED are final.
+
+Executors are not the operator's: the running driver's ExecutorPodsAllocator creates them, under the driver's
+own service account, named ``<app>-<16 hex>-exec-<id>`` (ids never reused by a driver), in batches
+(``spark.kubernetes.allocation.batch.size``/``.delay``), owned by the driver pod alone (controller), as
+spark-operator does again since kubeflow/spark-operator#3152; operators from 2.4 (#2670) to that fix also
+added a plain reference to the SparkApplication, which kept executors alive after their driver was deleted
+(#2961). A driver deleted thus takes its executors with it (garbage collection); executors that are deleted or
+fail are replaced by the driver (failed ones deleted first, ``spark.kubernetes.executor.deleteOnTermination``).
 """
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import re
 import time
 import uuid
 
 from cluster.apiserver import ApiServer
-from cluster.operators.base import PODS, Operator, alive, controller_of, labels, owner_ref, phase, service_account
-from cluster.store import Obj, now
+from cluster.operators.base import (
+    PODS,
+    Operator,
+    alive,
+    controlled_by,
+    controller_of,
+    labels,
+    owner_ref,
+    phase,
+    service_account,
+    url,
+)
+from cluster.store import ApiError, Obj, now, parse_time
 
 APPS = ("sparkoperator.k8s.io", "v1beta2", "sparkapplications")
 OP = "sparkoperator.k8s.io"
 _UNIT_MIB = {"": 1, "k": 1 / 1024, "m": 1, "g": 1024, "t": 1024**2, "p": 1024**3}
-_STATE = {"Pending": "SUBMITTED", "Running": "RUNNING", "Succeeded": "COMPLETED", "Failed": "FAILED"}
+_STATE = {"Pending": "SUBMITTED", "Running": "RUNNING", "Succeeded": "SUCCEEDING", "Failed": "FAILING"}
 _EXECUTOR_STATE = {"Pending": "PENDING", "Running": "RUNNING", "Succeeded": "COMPLETED", "Failed": "FAILED"}
 
 
@@ -100,33 +128,98 @@ def _labels(app: Obj, role: str, app_id: str, submission: str) -> dict[str, str]
             f"{OP}/mutated-by-spark-operator": "true", f"{OP}/submission-id": submission}
 
 
+def restart_policy(spec: Obj) -> Obj:
+    """spec.restartPolicy with the defaults spark-operator's webhook sets (type Never; intervals 5 s)."""
+    policy = dict(spec.get("restartPolicy") or {})
+    policy.setdefault("type", "Never")
+    if policy["type"] != "Never":
+        policy.setdefault("onFailureRetryInterval", 5)
+        policy.setdefault("onSubmissionFailureRetryInterval", 5)
+    return policy
+
+
+def should_retry(spec: Obj, status: Obj) -> bool:
+    """``util.ShouldRetry``."""
+    policy, state = restart_policy(spec), (status.get("applicationState") or {}).get("state")
+    if state == "SUCCEEDING":
+        return policy["type"] == "Always"
+    if state not in ("FAILING", "FAILED_SUBMISSION") or policy["type"] == "Never":
+        return False
+    if policy["type"] == "Always":
+        return True
+    attempts, limit = ((status.get("executionAttempts", 0), policy.get("onFailureRetries")) if state == "FAILING"
+                       else (status.get("submissionAttempts", 0), policy.get("onSubmissionFailureRetries")))
+    return limit is not None and attempts <= int(limit)
+
+
+def next_retry_due(spec: Obj, status: Obj) -> bool:
+    """``isNextRetryDue``: onFailureRetryInterval x submissionAttempts since lastSubmissionAttemptTime."""
+    interval, attempts = restart_policy(spec).get("onFailureRetryInterval"), status.get("submissionAttempts", 0)
+    last = status.get("lastSubmissionAttemptTime")
+    if interval is None or not last or attempts <= 0:
+        return False
+    due = parse_time(last) + datetime.timedelta(seconds=float(interval) * attempts)
+    return datetime.datetime.now(datetime.UTC) > due
+
+
 class SparkApplicationController(Operator):
-    """spark-operator: submit (create the driver), then mirror the driver's phase into the app state."""
+    """spark-operator's SparkApplication reconciler: submission, state from the driver, retries."""
 
     root = APPS
     identity = ("spark-operator", "spark-operator")
 
     def sync(self, app: Obj) -> None:
-        spec, status = app.get("spec") or {}, app.get("status") or {}
+        spec, status = app.get("spec") or {}, dict(app.get("status") or {})
         name, namespace = app["metadata"]["name"], app["metadata"]["namespace"]
         driver_name = ((spec.get("driver") or {}).get("podName")
                        or (spec.get("sparkConf") or {}).get("spark.kubernetes.driver.pod.name") or f"{name}-driver")
         driver = self.get(PODS, namespace, driver_name)
-        state = (status.get("applicationState") or {}).get("state", "")
-        if driver is None:
-            if state in ("", "NEW"):
-                self._submit(app, driver_name)
-            return
-        app_id = labels(driver).get("spark-app-selector", "")
-        executors = {p["metadata"]["name"]: _EXECUTOR_STATE.get(phase(p), "UNKNOWN")
-                     for p in self.items(PODS, namespace)
-                     if labels(p).get("spark-role") == "executor" and labels(p).get("spark-app-selector") == app_id}
-        self.patch_status(APPS, app, {
-            "applicationState": {"state": _STATE.get(phase(driver), "UNKNOWN")},
-            "driverInfo": {"podName": driver_name}, "sparkApplicationId": app_id,
-            "submissionID": labels(driver).get(f"{OP}/submission-id", ""), "executorState": executors})
+        if driver is not None and not controlled_by(driver, app):
+            driver = None
+        state = (status.get("applicationState") or {}).get("state", "") or "NEW"
+        if state == "NEW":
+            self._submit(app, driver_name, status)
+        elif state in ("SUBMITTED", "RUNNING", "UNKNOWN"):
+            self._follow(app, driver, driver_name, status)
+        elif state in ("FAILING", "FAILED_SUBMISSION"):
+            if not should_retry(spec, status):
+                self.patch_status(APPS, app, {"applicationState": {**status["applicationState"], "state": "FAILED"},
+                                              "terminationTime": status.get("terminationTime") or now()})
+            elif next_retry_due(spec, status):
+                if driver is not None:
+                    self.delete(PODS, driver, grace=0)
+                self.patch_status(APPS, app, {"applicationState": {"state": "PENDING_RERUN"}})
+        elif state == "SUCCEEDING":
+            if should_retry(spec, status):
+                if driver is not None:
+                    self.delete(PODS, driver, grace=0)
+                self.patch_status(APPS, app, {"applicationState": {"state": "PENDING_RERUN"}})
+            else:
+                self.patch_status(APPS, app, {"applicationState": {"state": "COMPLETED"}})
+        elif state == "PENDING_RERUN" and driver is None:  # resetSparkApplicationStatus, then submit
+            self._submit(app, driver_name, {**status, "sparkApplicationId": "", "submissionAttempts": 0,
+                                            "driverInfo": {}, "executorState": None})
 
-    def _submit(self, app: Obj, driver_name: str) -> None:
+    def _follow(self, app: Obj, driver: Obj | None, driver_name: str, status: Obj) -> None:
+        """``updateDriverState`` and ``updateExecutorState``."""
+        if driver is None:
+            self.patch_status(APPS, app, {"applicationState": {"state": "FAILING",
+                                                               "errorMessage": "driver pod not found"},
+                                          "terminationTime": now()})
+            return
+        state = _STATE.get(phase(driver), "UNKNOWN")
+        update: Obj = {"applicationState": {"state": state}, "driverInfo": {"podName": driver_name}}
+        if state == "FAILING":
+            update["applicationState"]["errorMessage"] = (driver.get("status") or {}).get("message", "")
+            update["terminationTime"] = now()
+        app_id = labels(driver).get("spark-app-selector", "")
+        update["executorState"] = {p["metadata"]["name"]: _EXECUTOR_STATE.get(phase(p), "UNKNOWN")
+                                   for p in self.items(PODS, app["metadata"]["namespace"])
+                                   if labels(p).get("spark-role") == "executor"
+                                   and labels(p).get("spark-app-selector") == app_id} or None
+        self.patch_status(APPS, app, update)
+
+    def _submit(self, app: Obj, driver_name: str, status: Obj) -> None:
         spec = app["spec"]
         submission, app_id = str(uuid.uuid4()), f"spark-{uuid.uuid4().hex}"
         driver_spec = spec.get("driver") or {}
@@ -147,10 +240,21 @@ class SparkApplicationController(Operator):
         if driver_spec.get("annotations"):
             pod_meta["annotations"] = dict(driver_spec["annotations"])
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": _pod_spec(app, "driver", container)}
-        if self.create(PODS, app, pod) is not None:
-            self.patch_status(APPS, app, {"applicationState": {"state": "SUBMITTED"}, "submissionID": submission,
-                                          "sparkApplicationId": app_id, "driverInfo": {"podName": driver_name},
-                                          "submissionAttempts": 1, "lastSubmissionAttemptTime": now()})
+        attempts = status.get("submissionAttempts", 0) + 1
+        try:
+            self.client.create(url(PODS, app["metadata"]["namespace"]), pod)
+        except ApiError as exc:
+            self.event(app, "SparkApplicationSubmissionFailed", f"failed to submit SparkApplication "
+                                                                f"{app['metadata']['name']}: {exc.message}")
+            self.patch_status(APPS, app, {"applicationState": {"state": "FAILED_SUBMISSION",
+                                                               "errorMessage": exc.message},
+                                          "submissionAttempts": attempts, "lastSubmissionAttemptTime": now()})
+            return
+        self.patch_status(APPS, app, {"applicationState": {"state": "SUBMITTED"}, "submissionID": submission,
+                                      "sparkApplicationId": app_id, "driverInfo": {"podName": driver_name},
+                                      "submissionAttempts": attempts,
+                                      "executionAttempts": status.get("executionAttempts", 0) + 1,
+                                      "lastSubmissionAttemptTime": now(), "executorState": None})
 
 
 class SparkDriver(Operator):
@@ -163,6 +267,7 @@ class SparkDriver(Operator):
     def __init__(self, api: ApiServer) -> None:
         super().__init__(api)
         self._last_batch: dict[str, float] = {}
+        self._next_id: dict[str, int] = {}  # driver uid -> next executor id (EXECUTOR_ID_COUNTER)
 
     def roots(self) -> list[Obj]:
         return [p for p in self.items(PODS) if labels(p).get("spark-role") == "driver" and alive(p)
@@ -178,6 +283,9 @@ class SparkDriver(Operator):
         app_id = labels(driver)["spark-app-selector"]
         mine = [p for p in self.items(PODS, meta["namespace"])
                 if labels(p).get("spark-app-selector") == app_id and labels(p).get("spark-role") == "executor"]
+        for pod in mine:  # deleteOnTermination: the allocator removes executors that ended
+            if phase(pod) in ("Succeeded", "Failed"):
+                self.delete(PODS, pod)
         live = [p for p in mine if alive(p) and phase(p) not in ("Succeeded", "Failed")]
         missing = executor_count(app["spec"]) - len(live)
         conf = app["spec"].get("sparkConf") or {}
@@ -187,7 +295,9 @@ class SparkDriver(Operator):
             return
         self._last_batch[meta["uid"]] = clock
         batch = min(missing, int(conf.get("spark.kubernetes.allocation.batch.size", 10)))
-        first = max((int(labels(p).get("spark-exec-id", 0)) for p in mine), default=0) + 1
+        first = max([self._next_id.get(meta["uid"], 1)]
+                    + [int(labels(p).get("spark-exec-id", 0)) + 1 for p in mine])
+        self._next_id[meta["uid"]] = first + batch
         account = (driver.get("spec") or {}).get("serviceAccountName") or "default"
         client = type(self.client)(self.api, service_account(meta["namespace"], account))
         for exec_id in range(first, first + batch):
@@ -215,8 +325,7 @@ class SparkDriver(Operator):
         pod_spec = _pod_spec(app, "executor", container)
         pod_spec["hostname"] = name[:63].rstrip("-.")
         pod_meta: Obj = {"name": name, "labels": pod_labels,
-                         "ownerReferences": [owner_ref(app, controller=False),
-                                             owner_ref(driver, controller=True, block=False)]}
+                         "ownerReferences": [owner_ref(driver, controller=True, block=False)]}
         if part.get("annotations"):
             pod_meta["annotations"] = dict(part["annotations"])
         return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec}

@@ -3,6 +3,10 @@
 Explicit names (hostname = name, subdomain = serviceName), ordinals from ``spec.ordinals.start``
 (LWS worker sets start at 1). ``OrderedReady`` creates the next ordinal only once every earlier
 one is Running and Ready; ``Parallel`` creates them all at once.
+
+As ``processReplica``: a pod that Failed or Succeeded (e.g. rejected by its kubelet) is deleted, and a missing
+pod is created again under its name once the old one is gone from the API (a terminating pod keeps its
+ordinal, and under OrderedReady holds back the later ones).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from cluster.operators.base import (
     Operator,
     alive,
     owner_ref,
+    phase,
     pod_from_template,
     pod_ready,
     stable_hash,
@@ -33,6 +38,11 @@ class StatefulSetController(Operator):
         revision = f"{name}-{stable_hash(spec.get('template') or {})}"
         for ordinal in range(start, start + replicas):
             pod = pods.get(f"{name}-{ordinal}")
+            if pod is not None and phase(pod) in ("Failed", "Succeeded"):
+                self.delete(PODS, pod)
+                if not parallel:
+                    break
+                continue
             if pod is None:
                 self.create(PODS, sts, self._pod(sts, ordinal, revision))
                 if not parallel:

@@ -7,13 +7,17 @@ parallelism = completions = numNodes (``spec.trainer.numNodes``, else the runtim
 ``mlPolicy.numNodes``, else 1), and its ``node`` container the trainer's image/command/args/resources.
 A runtime that does not exist falls back to a single ``node`` replicated job (the real trainer
 would refuse the TrainJob instead).
+
+Pods deleted or failing are the business of the Job controller and the JobSet (its ``failurePolicy`` comes from
+the runtime); the TrainJob takes the JobSet's end as its own (condition Complete or Failed, with the JobSet's
+reason and message), and a JobSet deleted before that is created again.
 """
 
 from __future__ import annotations
 
 import copy
 
-from cluster.operators.base import Operator, owner_ref
+from cluster.operators.base import Operator, owner_ref, with_condition
 from cluster.operators.jobset import JOBSETS
 from cluster.store import Obj
 
@@ -31,9 +35,18 @@ class TrainJobController(Operator):
     identity = ("kubeflow-system", "kubeflow-trainer-controller-manager")
 
     def sync(self, train: Obj) -> None:
-        meta = train["metadata"]
-        if self.get(JOBSETS, meta["namespace"], meta["name"]) is None and self.served(JOBSETS) is not None:
+        meta, conditions = train["metadata"], (train.get("status") or {}).get("conditions")
+        if any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions or []):
+            return
+        jobset = self.get(JOBSETS, meta["namespace"], meta["name"])
+        if jobset is None and self.served(JOBSETS) is not None:
             self.create(JOBSETS, train, self._jobset(train))
+            return
+        for condition in (jobset or {}).get("status", {}).get("conditions") or []:
+            ended = {"Completed": "Complete", "Failed": "Failed"}.get(condition.get("type", ""))
+            if ended and condition.get("status") == "True":
+                self.patch_status(TRAINJOBS, train, {"conditions": with_condition(
+                    conditions, ended, "True", condition.get("reason", ""), condition.get("message", ""))})
 
     def _runtime(self, train: Obj) -> Obj:
         ref = (train.get("spec") or {}).get("runtimeRef") or {}
