@@ -172,6 +172,7 @@ class PodView:
     node: str  # spec.nodeName, "" while unbound
     terminal: bool
     failed: bool
+    running: bool  # its kubelet admitted it and started its containers
     deleting: bool
     gates: tuple[str, ...]
     gang: GangKey | None
@@ -282,6 +283,7 @@ def pod_view(pod: Obj) -> PodView:
         node=str(spec.get("nodeName") or ""),
         terminal=terminal,
         failed=status.get("phase") == "Failed",
+        running=status.get("phase") == "Running",
         deleting=bool(meta.get("deletionTimestamp")),
         gates=gates,
         gang=gang,

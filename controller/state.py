@@ -65,11 +65,12 @@ class ClusterState:
         self.vacancies: dict[GangKey, list[Vacancy]] = {}
         self.replacement_grace = replacement_grace
         self.released_at: dict[str, float] = {}  # uid -> when released (or first seen released), until bound
-        self.whole: set[GangKey] = set()  # gangs that had min-available members bound at once
+        self.whole: set[GangKey] = set()  # gangs that had min-available members running at once
         self.in_flight: dict[str, PodView] = {}  # pods queued for some scheduler that we did not release
         self.escapable: set[str] = set()  # pods with an owner toward a supported root but no gang labels
         self.evicted: set[str] = set()  # pods the controller is deleting: they leave no vacancy
         self._bound_live: Counter[GangKey] = Counter()
+        self._running_live: Counter[GangKey] = Counter()
         self._charged: dict[str, Resources] = {}
         self._unbound: dict[str, Resources] = {}  # the reserved part of _charged
         self._free: dict[str, Resources] = {}
@@ -198,8 +199,10 @@ class ClusterState:
             self.gangs.setdefault(pod.gang, set()).add(pod.uid)
             if pod.node and pod.live:
                 self._bound_live[pod.gang] += 1
-                if pod.min_available and self._bound_live[pod.gang] >= pod.min_available:
-                    self.whole.add(pod.gang)
+                if pod.running:  # bound is not enough: a kubelet may still reject it
+                    self._running_live[pod.gang] += 1
+                    if pod.min_available and self._running_live[pod.gang] >= pod.min_available:
+                        self.whole.add(pod.gang)
         if _in_flight(pod, self.pending):
             self.in_flight[pod.uid] = pod
         if pod.admission is not None:
@@ -216,9 +219,10 @@ class ClusterState:
     def _forget(self, pod: PodView) -> None:
         if pod.gang is not None:
             if pod.node and pod.live:
-                self._bound_live[pod.gang] -= 1
-                if not self._bound_live[pod.gang]:
-                    del self._bound_live[pod.gang]
+                for counter in (self._bound_live, self._running_live) if pod.running else (self._bound_live,):
+                    counter[pod.gang] -= 1
+                    if not counter[pod.gang]:
+                        del counter[pod.gang]
             members = self.gangs.get(pod.gang)
             if members is not None:
                 members.discard(pod.uid)

@@ -11,7 +11,7 @@ deterministically. Expectations come from the scenario (sizes and capacities cho
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -25,10 +25,11 @@ from gang.objects import new_api_client
 from kubenexus.local_webhook import LocalWebhook, register
 from tests.conftest import wait_for
 from tests.contract import CONTROLLER, GATE, GROUP
-from tests.test_cluster_e2e import WEBHOOK_IDENTITY, Kube
+from tests.test_cluster_e2e import WEBHOOK_IDENTITY, Kube, jobset, lws, raycluster, spark_app, tfjob
 from tests.test_controller_e2e import (
     JOB_NAME,
     LEASE,
+    OPTED_IN,
     PLANNED,
     describe,
     gated,
@@ -45,6 +46,9 @@ TIMEOUT = 30.0
 NODES = [f"n-{i}" for i in range(4)]
 BIND_TIMEOUT = 4.0
 WEB = "web"  # where the ordinary pods of the default scheduler live
+ROOT_RESOURCES = [("kubeflow.org", "v1", "pytorchjobs"), ("kubeflow.org", "v1", "tfjobs"),
+                  ("sparkoperator.k8s.io", "v1beta2", "sparkapplications"), ("ray.io", "v1", "rayclusters"),
+                  ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"), ("jobset.x-k8s.io", "v1alpha2", "jobsets")]
 
 
 @pytest.fixture(scope="module")
@@ -90,8 +94,9 @@ def ns(kube: Kube) -> Iterator[str]:
     """A fresh namespace; afterwards its jobs and every pod of it and of ``web`` are deleted (empty nodes again)."""
     name = kube.namespace()
     yield name
-    for obj in kube.custom.list_namespaced_custom_object("kubeflow.org", "v1", name, "pytorchjobs")["items"]:
-        kube.custom.delete_namespaced_custom_object("kubeflow.org", "v1", name, "pytorchjobs", obj["metadata"]["name"])
+    for group, version, plural in ROOT_RESOURCES:
+        for obj in kube.custom.list_namespaced_custom_object(group, version, name, plural)["items"]:
+            kube.custom.delete_namespaced_custom_object(group, version, name, plural, obj["metadata"]["name"])
 
     def gone() -> bool:
         pods = kube.pods(name) + kube.pods(WEB)
@@ -198,6 +203,26 @@ def test_a_member_that_never_binds_evicts_its_half_started_gang_after_the_bind_t
     wait_for(lambda: (pods := job(kube, ns, "slow")) and not uids(pods) & uids(first), TIMEOUT, "new members")
 
 
+def test_a_member_its_kubelet_rejects_evicts_its_gang(kube: Kube, ns: str, controller: Controller) -> None:
+    """A Job gang of 2 x 3 cpu, released; a misbehaving scheduler binds both to one node (3 + 3 > 4 cpu): its kubelet
+    rejects the second (OutOfcpu, the pod Failed) while the first runs. The gang never ran whole: it is evicted, and
+    the Job counts both pods as failed (its replacements come after its back-off, gated)."""
+    job_obj = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "rejected", "annotations": OPTED_IN},
+               "spec": {"parallelism": 2, "completions": 2, "template": {"spec": {
+                   "restartPolicy": "Never", "nodeSelector": {"pool": "cpu"},
+                   "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "3"}}}]}}}}
+    kube.create(ns, job_obj)
+    pods = wait_for(lambda: (pods := kube.pods(ns)) and len(pods) == 2 and all(not gated(p) for p in pods) and pods,
+                    TIMEOUT, "both released")
+    for pod in sorted(pods, key=name_of):
+        bind(kube, pod, str(planned(pods[0])))
+    [message] = wait_event(kube, ns, "Job", "rejected", "GangEvicted")
+    assert "OutOfcpu" in message and "Pod was rejected" in message
+    assert metric(controller, "kubenexus_controller_gang_evictions_total", reason="rejected") == 1
+    wait_for(lambda: not uids(kube.pods(ns)) & uids(pods), TIMEOUT, lambda: f"evicted; pods: {describe(kube.pods(ns))}")
+    wait_for(lambda: (kube.jobs(ns)[0].get("status") or {}).get("failed") == 2, TIMEOUT, "the Job counting both")
+
+
 # --- a member released by someone else --------------------------------------------------------------------------
 
 
@@ -285,3 +310,88 @@ def test_members_that_escaped_admission_are_counted_when_bound_and_recreated_whe
     assert sorted(p["spec"]["nodeName"] for p in pods) == NODES
     assert all(PLANNED not in (p["metadata"].get("annotations") or {}) for p in escaped)
     assert metric(controller, "kubenexus_controller_gang_evictions_total", reason="incomplete") == 0
+
+
+# --- each operator's reaction to an evicted gang ------------------------------------------------------------------
+
+
+def spark_on_failure(name: str) -> Obj:
+    app = spark_app(name, OPTED_IN)
+    app["spec"]["restartPolicy"] = {"type": "OnFailure", "onFailureRetries": 3, "onFailureRetryInterval": 1}
+    return app
+
+
+# kind -> (root, what its operator does when the gang's members are deleted)
+REACTIONS: dict[str, tuple[Callable[[str], Obj], str]] = {
+    "SparkApplication": (spark_on_failure, "recreated"),  # the driver deleted: FAILING, then resubmitted
+    "LeaderWorkerSet": (lambda name: lws(name, OPTED_IN), "recreated"),  # RecreateGroupOnPodRestart
+    "RayCluster": (lambda name: raycluster(name, OPTED_IN), "recreated"),  # KubeRay replaces missing pods
+    "TFJob": (lambda name: tfjob(name, OPTED_IN), "failed"),  # a deleted running replica fails a TFJob
+    "JobSet": (lambda name: jobset(name, OPTED_IN), "counted"),  # each Job counts its deleted pods, backs off
+}
+
+
+def gang_of(kube: Kube, ns: str, group: str) -> list[Obj]:
+    return [p for p in kube.pods(ns) if (p["metadata"].get("labels") or {}).get(GROUP) == group
+            and not p["metadata"].get("deletionTimestamp")]
+
+
+def root_failed(kube: Kube, ns: str, root: Obj) -> bool:
+    group, version = root["apiVersion"].split("/")
+    obj = kube.custom.get_namespaced_custom_object(group, version, ns, root["kind"].lower() + "s",
+                                                   root["metadata"]["name"])
+    status = obj.get("status") or {}
+    return any(c.get("type") == "Failed" and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
+@pytest.mark.parametrize("kind", list(REACTIONS))
+def test_an_evicted_gang_meets_its_operators_reaction_and_never_runs_half(
+        kube: Kube, ns: str, controller: Controller, kind: str) -> None:
+    """The gang is released; the test (its scheduler) binds every member but one, then cordons that one's planned
+    node: it can never bind there and the gang never ran whole, so the controller evicts it. What follows is the
+    operator's, as the real one does it: recreate the members (they come back through admission, gated, and
+    start whole), fail the job (nothing of it keeps running), or count the deleted pods as failures and back off
+    before replacing them (nothing keeps running meanwhile)."""
+    build, reaction = REACTIONS[kind]
+    root = build(f"ev-{kind.lower()}")
+    kube.create(ns, root)
+
+    def released_gang() -> tuple[str, list[Obj]] | None:
+        groups = sorted({(p["metadata"].get("labels") or {}).get(GROUP) for p in kube.pods(ns)} - {None})
+        for group in groups:
+            pods = gang_of(kube, ns, str(group))
+            if pods and all(not gated(p) and planned(p) for p in pods):
+                return str(group), pods
+        return None
+
+    group, first = wait_for(released_gang, TIMEOUT, lambda: f"a released gang; pods: {describe(kube.pods(ns))}")
+    victim = first[-1]
+    schedule_released(kube, ns, skip=(name_of(victim),))
+    wait_for(lambda: all(running(p) for p in gang_of(kube, ns, group) if p["spec"].get("nodeName")) and gang_of(
+        kube, ns, group), TIMEOUT, "the bound members running: the gang is half started")
+    node = str(planned(victim))
+    kube.core.patch_node(node, {"spec": {"unschedulable": True}})
+    try:
+        wait_event(kube, ns, root["kind"], root["metadata"]["name"], "GangEvicted")
+    finally:
+        kube.core.patch_node(node, {"spec": {"unschedulable": False}})
+    old = uids(first)
+    wait_for(lambda: not uids(kube.pods(ns)) & old, TIMEOUT,
+             lambda: f"the evicted members gone; pods: {describe(kube.pods(ns))}")
+    if reaction == "failed":
+        wait_for(lambda: root_failed(kube, ns, root), TIMEOUT, f"{kind} failed by its operator")
+        stays(lambda: not any(running(p) for p in kube.pods(ns)), "nothing of the failed job runs")
+    elif reaction == "counted":
+        def counted() -> bool:
+            return sum((j.get("status") or {}).get("failed", 0) for j in kube.jobs(ns)) >= len(first)
+        wait_for(counted, TIMEOUT, lambda: f"the Jobs counting their deleted pods: {kube.jobs(ns)}")
+        stays(lambda: not any(running(p) for p in kube.pods(ns)), "nothing runs while the Jobs back off")
+    else:
+        def whole_again() -> bool:
+            schedule_released(kube, ns)
+            pods = gang_of(kube, ns, group)
+            fresh = [p for p in pods if p["metadata"]["uid"] not in old]
+            return len(fresh) == len(pods) and len(pods) >= len(first) and all(running(p) for p in pods)
+
+        wait_for(whole_again, TIMEOUT, lambda: f"{kind} recreated through admission and whole again; pods: "
+                                               f"{describe(gang_of(kube, ns, group))}")
