@@ -207,7 +207,8 @@ def gang_job(kind: str, name: str, rng: random.Random, opted_in: bool) -> tuple[
         spec = {"type": "Scala", "mode": "cluster", "image": "spark:3.5.3", "mainClass": "Soak",
                 "mainApplicationFile": "local:///opt/soak.jar", "driver": {"coreRequest": "1", "memory": "512m"},
                 "executor": {"instances": executors, "coreRequest": str(rng.randint(1, 2)), "memory": "1g"},
-                "sparkConf": {"spark.kubernetes.allocation.batch.delay": "200ms"}}
+                "sparkConf": {"spark.kubernetes.allocation.batch.delay": "200ms"},
+                "restartPolicy": {"type": "OnFailure", "onFailureRetries": 5, "onFailureRetryInterval": 2}}
         return {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": kind, "metadata": meta, "spec": spec}, \
             1 + executors
     if kind == "PyTorchJob":
@@ -619,17 +620,22 @@ class Load:
 
 
 FAILED_STATES = {"FAILED", "SUBMISSION_FAILED", "FAILING"}
+DONE_STATES = {"COMPLETED", "SUCCEEDING"}
 
 
-def operator_failed(cluster: LocalCluster, root: Root) -> bool:
-    """The root's operator gave up on it (a Failed condition, a FAILED Spark state): a verdict, not a loss."""
+def verdict(cluster: LocalCluster, root: Root) -> str:
+    """What the root's operator says of it: "failed" (it gave up: a verdict, not a loss), "finished", or ""."""
     resource = cluster.registry.get(*ROOTS[root.kind])
     obj = next((o for o in cluster.store.items(resource) if o["metadata"]["uid"] == root.uid), None) \
         if resource is not None else None
     status = (obj or {}).get("status") or {}
-    if ((status.get("applicationState") or {}).get("state") or "") in FAILED_STATES:
-        return True
-    return any(c.get("type") == "Failed" and c.get("status") == "True" for c in status.get("conditions") or [])
+    state = (status.get("applicationState") or {}).get("state") or ""
+    true = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
+    if state in FAILED_STATES or "Failed" in true:
+        return "failed"
+    if state in DONE_STATES or true & {"Succeeded", "Complete", "Completed"}:
+        return "finished"
+    return ""
 
 
 def settled(monitor: Monitor) -> tuple[bool, dict[str, str]]:
@@ -638,7 +644,7 @@ def settled(monitor: Monitor) -> tuple[bool, dict[str, str]]:
     members = monitor.members()
     open_: dict[str, str] = {}
     for uid, root in monitor.roots.items():
-        if root.started is not None or operator_failed(monitor.cluster, root):
+        if root.started is not None or verdict(monitor.cluster, root):
             continue
         live = [p for p in members.get(uid, []) if not p["metadata"].get("deletionTimestamp")
                 and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
@@ -705,7 +711,8 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             balancer.close()
         observed = monitor.observed
         latencies = [r.latency for r in roots.values() if r.latency is not None]
-        failed = [r for r in roots.values() if r.started is None and operator_failed(cluster, r)]
+        failed = [r for r in roots.values() if r.started is None and verdict(cluster, r) == "failed"]
+        finished = [r for r in roots.values() if r.started is None and verdict(cluster, r) == "finished"]
         totals = controllers.totals()
     return {
         "seconds": args.seconds, "seed": args.seed, "nodes": f"{NODES} x {NODE_CPU} cpu",
@@ -718,6 +725,8 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "node over-commitment samples": observed.overcommits[:20],
         "pods lost (jobs lacking members after settling)": open_,
         "jobs failed by their operator": sorted(f"{r.namespace}/{r.name}" for r in failed),
+        # pods here finish after RUN_SECONDS whatever they do: a Spark driver may finish before its executors ran
+        "jobs finished without running whole": sorted(f"{r.namespace}/{r.name}" for r in finished),
         "last member to start p50 s": round(percentile(latencies, 0.5), 2),
         "last member to start p99 s": round(percentile(latencies, 0.99), 2),
         "ordinary pods": load.ordinary, "creates refused or failed": load.refused,
@@ -827,7 +836,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=300.0, help="how long load and faults run")
     parser.add_argument("--settle", type=float, default=120.0, help="how long the cluster may take to settle after")
-    parser.add_argument("--submit-interval", type=float, default=1.5, help="mean seconds between gang jobs")
+    parser.add_argument("--submit-interval", type=float, default=2.0, help="mean seconds between gang jobs")
     parser.add_argument("--fault-interval", type=float, default=6.0, help="seconds between faults")
     parser.add_argument("--fault-hold", type=float, default=8.0, help="how long a fault lasts")
     parser.add_argument("--seed", type=int, default=20261125)

@@ -13,6 +13,7 @@ import json
 import os
 import random
 import ssl
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -43,6 +44,14 @@ class Latency:
         if self.verbs is not None and request_info(method, path).verb not in self.verbs:
             return 0.0
         return random.uniform(self.low, self.high)
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away before its answer (it timed out on a slow request) is no server error: the
+        apiserver logs nothing for it; anything else is printed as socketserver does."""
+        if not isinstance(sys.exc_info()[1], ConnectionError | ssl.SSLError | TimeoutError):
+            super().handle_error(request, client_address)
 
 
 class ApiHttpServer:
@@ -104,7 +113,7 @@ class ApiHttpServer:
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve  # noqa: N815
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._server = _Server(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
         self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self.port = self._server.server_address[1]
