@@ -557,7 +557,7 @@ class Faults:
     def _admission_down(self) -> None:
         count = len(self.webhooks.replicas)
         self.webhooks.kill(count)
-        self._stop.wait(self.hold / 2)
+        self._stop.wait(self.hold)
         for _ in range(count):
             self.webhooks.start()
 

@@ -222,8 +222,8 @@ class Engine:
         ports = pod.ports | {_apart_port(gang, pod.name, pod.apart)} if gang.apart else pod.ports
         return Member(pod.name, pod.usage, self.feasible(pod.key, pod.spec or {}, pod.usage), ports)
 
-    def _expected_members(self, gang: _Gang, first: int = 0) -> list[Member]:
-        return [self._expected_member(gang, i) for i in range(first, len(gang.expected))]
+    def _expected_members(self, gang: _Gang) -> list[Member]:
+        return [self._expected_member(gang, i) for i in range(len(gang.expected))]
 
     def _expected_member(self, gang: _Gang, index: int) -> Member:
         e = gang.expected[index]
