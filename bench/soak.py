@@ -248,6 +248,25 @@ class Root:
     stranded: bool = False
 
 
+class Background:
+    """A daemon thread running ``_run`` until ``stop()``; ``_stop`` is set then (wait on it, not on sleep)."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> Any:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
 # --- watching the store -----------------------------------------------------------------------------------------
 
 
@@ -269,27 +288,18 @@ class Observed:
     samples: int = 0
 
 
-class Monitor:
+class Monitor(Background):
     """Samples the store: what every submitted root's pods are doing, and every node's bound requests."""
 
     def __init__(self, cluster: LocalCluster, roots: dict[str, Root]) -> None:
+        super().__init__()
         self.cluster, self.roots = cluster, roots
         self.observed = Observed()
         self._resources = {}
         for key, (group, version, plural) in {**ROOTS, "Pod": ("", "v1", "pods"), "Job": ("batch", "v1", "jobs"),
                                               "Node": ("", "v1", "nodes")}.items():
             self._resources[key] = cluster.registry.get(group, version, plural)
-        self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> Monitor:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
 
     def _items(self, key: str) -> list[Obj]:
         resource = self._resources.get(key) or self.cluster.registry.get(*(ROOTS.get(key) or ("", "v1", key)))
@@ -481,16 +491,15 @@ def stalled_clients(port: int, count: int) -> list[socket.socket]:
     return sockets
 
 
-class Faults:
+class Faults(Background):
     """One fault at a time, in turn, every ``interval`` seconds; each lasts ``hold`` seconds, then is undone."""
 
     def __init__(self, cluster: LocalCluster, webhooks: Webhooks, controllers: Controllers, balancer: Balancer,
                  interval: float, hold: float, rng: random.Random) -> None:
+        super().__init__()
         self.cluster, self.webhooks, self.controllers, self.balancer = cluster, webhooks, controllers, balancer
         self.interval, self.hold, self.rng = interval, hold, rng
         self.done: dict[str, int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
         self.schedule: list[tuple[str, Callable[[], None]]] = [
             ("webhook replica killed and restarted", self._webhook),
             ("controller leader killed (SIGKILL) and restarted", self._leader),
@@ -500,14 +509,6 @@ class Faults:
             ("node unreachable (kubelet stopped)", self._unreachable),
             ("admission down (every webhook replica killed)", self._admission_down),
         ]
-
-    def start(self) -> Faults:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
 
     def _run(self) -> None:
         turn = 0
@@ -565,25 +566,16 @@ class Faults:
 # --- load -----------------------------------------------------------------------------------------------------------
 
 
-class Load:
+class Load(Background):
     """Gang jobs in the opted-in namespaces, each followed within 0.3 s by ordinary pods that compete for its room."""
 
     def __init__(self, api: client.ApiClient, roots: dict[str, Root], namespaces: list[tuple[str, bool]],
                  interval: float, rng: random.Random) -> None:
+        super().__init__()
         self.custom, self.core = client.CustomObjectsApi(api), client.CoreV1Api(api)
         self.roots, self.namespaces, self.interval, self.rng = roots, namespaces, interval, rng
         self.ordinary = 0
         self.refused = 0  # creates refused (admission down in a Fail namespace, a slow apiserver timing out)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> Load:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
 
     def _run(self) -> None:
         serial = 0

@@ -294,16 +294,21 @@ def test_queued_pods_that_are_old_unschedulable_or_harmless_do_not_hold_a_releas
 # --- staged gangs -----------------------------------------------------------------------------------------------
 
 
+def running_driver(cpu: str, executor_cpu: str) -> dict[str, Any]:
+    """A Spark driver of gang ``app`` running on a, announcing one executor whose slot is on b."""
+    driver = member("d", cpu, group="app", pin="a", node_name="a", phase="Running")
+    driver["metadata"]["annotations"][EXPECTED] = json.dumps(
+        [{"role": "executor", "count": 1, "requests": {"cpu": executor_cpu}}])
+    driver["metadata"]["annotations"][RESERVED] = json.dumps(["b"])
+    return driver
+
+
 def test_a_slot_reserved_for_an_expected_member_moves_when_another_scheduler_takes_its_node() -> None:
     # Spark driver (2 cpu) released onto a and running; 1 executor of 3 cpu expected, its slot on b. Another
     # scheduler's 2-cpu pod binds on b: 4 - 2 = 2 < 3; a has 4 - 2 = 2 < 3 too. c has room: the slot moves there,
     # the gang is not evicted, and the executor, once created, is released onto c.
     state, engine = cluster("a", "b", "c")
-    driver = member("d", "2", group="app", pin="a", node_name="a", phase="Running")
-    driver["metadata"]["annotations"][EXPECTED] = json.dumps(
-        [{"role": "executor", "count": 1, "requests": {"cpu": "3"}}])
-    driver["metadata"]["annotations"][RESERVED] = json.dumps(["b"])
-    state.upsert_pod(driver, START)
+    state.upsert_pod(running_driver("2", "3"), START)
     state.upsert_pod(other("web-0", "2", node_name="b"), START + 1)
     assert run(engine, 1).evictions == []
     state.upsert_pod(member("exec-1", "3", group="app", created=2, gated=True), START + 2)
@@ -313,11 +318,7 @@ def test_a_slot_reserved_for_an_expected_member_moves_when_another_scheduler_tak
 
 def test_a_slot_with_no_other_node_to_go_to_evicts_the_staged_gang() -> None:
     state, engine = cluster("a", "b")
-    driver = member("d", "1", group="app", pin="a", node_name="a", phase="Running")
-    driver["metadata"]["annotations"][EXPECTED] = json.dumps(
-        [{"role": "executor", "count": 1, "requests": {"cpu": "4"}}])
-    driver["metadata"]["annotations"][RESERVED] = json.dumps(["b"])
-    state.upsert_pod(driver, START)
+    state.upsert_pod(running_driver("1", "4"), START)
     state.upsert_pod(other("web-0", "2", node_name="b"), START + 1)
     state.upsert_pod(member("exec-1", "4", group="app", created=2, gated=True), START + 2)
     cycle = run(engine, 2)
@@ -330,11 +331,7 @@ def test_a_late_member_stranded_in_its_slot_is_replaced_and_its_slot_moves_the_g
     # another scheduler's 2-cpu pod binds on b (4 - 2 = 2 < 3). Evicting the whole gang would fail the
     # application; the driver makes executors again. Only the executor is deleted; the replacement goes to c.
     state, engine = cluster("a", "b", "c")
-    driver = member("d", "2", group="app", pin="a", node_name="a", phase="Running")
-    driver["metadata"]["annotations"][EXPECTED] = json.dumps(
-        [{"role": "executor", "count": 1, "requests": {"cpu": "3"}}])
-    driver["metadata"]["annotations"][RESERVED] = json.dumps(["b"])
-    state.upsert_pod(driver, START)
+    state.upsert_pod(running_driver("2", "3"), START)
     state.upsert_pod(member("exec-1", "3", group="app", created=2, pin="b"), START + 2)
     state.upsert_pod(other("web-0", "2", node_name="b"), START + 3)
     cycle = run(engine, 3)
