@@ -208,7 +208,8 @@ def gang_job(kind: str, name: str, rng: random.Random, opted_in: bool) -> tuple[
                 "mainApplicationFile": "local:///opt/soak.jar", "driver": {"coreRequest": "1", "memory": "512m"},
                 "executor": {"instances": executors, "coreRequest": str(rng.randint(1, 2)), "memory": "1g"},
                 "sparkConf": {"spark.kubernetes.allocation.batch.delay": "200ms"},
-                "restartPolicy": {"type": "OnFailure", "onFailureRetries": 5, "onFailureRetryInterval": 2}}
+                "restartPolicy": {"type": "OnFailure", "onFailureRetries": 5, "onFailureRetryInterval": 2,
+                                  "onSubmissionFailureRetries": 5, "onSubmissionFailureRetryInterval": 2}}
         return {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": kind, "metadata": meta, "spec": spec}, \
             1 + executors
     if kind == "PyTorchJob":

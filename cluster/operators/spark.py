@@ -4,10 +4,10 @@ The operator "submits" an application by creating the driver pod ``<app>-driver`
 by the SparkApplication) and follows the app through the states of its reconciler:
 
 - NEW: submit. Success: SUBMITTED, ``submissionAttempts`` and ``executionAttempts`` + 1,
-  ``lastSubmissionAttemptTime``; the driver refused (e.g. by admission): FAILED_SUBMISSION.
+  ``lastSubmissionAttemptTime``; the driver refused (e.g. by admission): SUBMISSION_FAILED (v1beta2 ApplicationStateFailedSubmission).
 - SUBMITTED/RUNNING follow the driver (Pending, Running); driver Succeeded -> SUCCEEDING; driver Failed (also
   rejected by its kubelet) or *driver pod not found* (deleted) -> FAILING.
-- FAILING / FAILED_SUBMISSION: ``ShouldRetry`` per ``spec.restartPolicy`` (defaulted as the operator's webhook
+- FAILING / SUBMISSION_FAILED: ``ShouldRetry`` per ``spec.restartPolicy`` (defaulted as the operator's webhook
   does: type Never; retry intervals 5 s): Never -> FAILED; Always -> retry; OnFailure -> retry while
   ``executionAttempts`` <= ``onFailureRetries`` (resp. ``submissionAttempts`` <= ``onSubmissionFailureRetries``).
   A retry waits until ``onFailureRetryInterval`` x ``submissionAttempts`` seconds after the last submission
@@ -143,7 +143,7 @@ def should_retry(spec: Obj, status: Obj) -> bool:
     policy, state = restart_policy(spec), (status.get("applicationState") or {}).get("state")
     if state == "SUCCEEDING":
         return policy["type"] == "Always"
-    if state not in ("FAILING", "FAILED_SUBMISSION") or policy["type"] == "Never":
+    if state not in ("FAILING", "SUBMISSION_FAILED") or policy["type"] == "Never":
         return False
     if policy["type"] == "Always":
         return True
@@ -181,7 +181,7 @@ class SparkApplicationController(Operator):
             self._submit(app, driver_name, status)
         elif state in ("SUBMITTED", "RUNNING", "UNKNOWN"):
             self._follow(app, driver, driver_name, status)
-        elif state in ("FAILING", "FAILED_SUBMISSION"):
+        elif state in ("FAILING", "SUBMISSION_FAILED"):
             if not should_retry(spec, status):
                 self.patch_status(APPS, app, {"applicationState": {**status["applicationState"], "state": "FAILED"},
                                               "terminationTime": status.get("terminationTime") or now()})
@@ -246,7 +246,7 @@ class SparkApplicationController(Operator):
         except ApiError as exc:
             self.event(app, "SparkApplicationSubmissionFailed", f"failed to submit SparkApplication "
                                                                 f"{app['metadata']['name']}: {exc.message}")
-            self.patch_status(APPS, app, {"applicationState": {"state": "FAILED_SUBMISSION",
+            self.patch_status(APPS, app, {"applicationState": {"state": "SUBMISSION_FAILED",
                                                                "errorMessage": exc.message},
                                           "submissionAttempts": attempts, "lastSubmissionAttemptTime": now()})
             return
