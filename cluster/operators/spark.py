@@ -4,7 +4,8 @@ The operator "submits" an application by creating the driver pod ``<app>-driver`
 by the SparkApplication) and follows the app through the states of its reconciler:
 
 - NEW: submit. Success: SUBMITTED, ``submissionAttempts`` and ``executionAttempts`` + 1,
-  ``lastSubmissionAttemptTime``; the driver refused (e.g. by admission): SUBMISSION_FAILED (v1beta2 ApplicationStateFailedSubmission).
+  ``lastSubmissionAttemptTime``; the driver refused (e.g. by admission): SUBMISSION_FAILED
+  (v1beta2 ApplicationStateFailedSubmission).
 - SUBMITTED/RUNNING follow the driver (Pending, Running); driver Succeeded -> SUCCEEDING; driver Failed (also
   rejected by its kubelet) or *driver pod not found* (deleted) -> FAILING.
 - FAILING / SUBMISSION_FAILED: ``ShouldRetry`` per ``spec.restartPolicy`` (defaulted as the operator's webhook
