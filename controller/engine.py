@@ -626,13 +626,15 @@ class Engine:
     def _waiting(self, gang: _Gang, held: dict[GangKey, dict[str, Resources]], claims: dict[str, Resources],
                  now: float, releases: list[Release], evictions: list[Eviction]) -> GangDecision:
         """Release the gang when all of it has a plan. Members already bound (they escaped admission, or someone
-        else released them) count as present and placed; the gated ones are planned around them."""
+        else released them) count as present and placed, and so do those that already succeeded (they cannot run
+        again: waiting for them would be waiting for ever); the gated ones are planned around them."""
         live = sorted(gang.live, key=lambda p: (p.created, p.name))
         placed = [p for p in live if p.node]
         live = [p for p in live if not p.node]
+        done = sum(1 for p in gang.members if p.terminal and not p.failed and not p.deleting)
         if not placed:
             self._partial.pop(gang.key, None)
-        needed = max(gang.needed - len(placed), 0)
+        needed = max(gang.needed - len(placed) - done, 0)
         expected_note = f" ({len(gang.expected)} more expected later)" if gang.expected else ""
         root = self.roots(gang.sample)
         timeout = _seconds(root.get(keys.SCHEDULE_TIMEOUT_SECONDS)) or self.config.schedule_timeout_seconds
@@ -640,7 +642,7 @@ class Engine:
         result.timed_out = result.waited > timeout
         if len(live) < needed:
             result.cause = "members"
-            result.reason = f"{len(live) + len(placed)}/{gang.needed} members present{expected_note}"
+            result.reason = f"{len(live) + len(placed) + done}/{gang.needed} members present{expected_note}"
             return self._hold(gang, result, placed, now, evictions)
         reasons = sorted({p.uncertifiable for p in live if p.uncertifiable} |
                          {e.uncertifiable for e in gang.expected if e.uncertifiable})

@@ -339,3 +339,15 @@ def test_a_late_member_stranded_in_its_slot_is_replaced_and_its_slot_moves_the_g
     state.delete_pod("uid-exec-1", START + 4)
     state.upsert_pod(member("exec-2", "3", group="app", created=5, gated=True), START + 5)
     assert released(run(engine, 5)) == {"exec-2": "c"}
+
+
+def test_members_that_ran_alone_and_succeeded_count_the_rest_is_released_never_waits_for_ever() -> None:
+    # A gang of 4 x 1 cpu: two members escaped admission, ran alone and succeeded; their Jobs' last two pods are
+    # gated. The succeeded two cannot run again: waiting for 4 present would be waiting for ever.
+    state, engine = cluster("a", "b")
+    for i in range(2):
+        state.upsert_pod(member(f"w-{i}", "1", size=4, node_name="a", phase="Succeeded"), START)
+    for i in range(2, 4):
+        state.upsert_pod(member(f"w-{i}", "1", size=4, gated=True), START)
+    cycle = run(engine, 1)
+    assert sorted(released(cycle)) == ["w-2", "w-3"] and cycle.evictions == []
