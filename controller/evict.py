@@ -5,7 +5,8 @@ recreated under the same name stays) and, for a pod that escaped admission and i
 its resourceVersion (if it was bound meanwhile, the 409 leaves it to the next check, which
 counts it in its gang instead). A pod that is gone (404) or changed (409) is done; transport
 errors and 5xx are retried with backoff. Requests run on a small thread pool: the decision loop
-never waits, and learns the outcome from the watch (and from ``done`` when a DELETE is refused).
+never waits, and learns the outcome from the watch (and from ``done``, given the final HTTP status,
+0 when the request kept failing).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ Obj = dict[str, Any]
 _MAX_BACKOFF = 5.0
 _ATTEMPTS = 8  # then give up: the next pass decides again
 # Final answers: done (the pod is gone or changed) or refused (RBAC, validation: retrying cannot help).
-_GONE = (200, 202, 404, 409)
+GONE = (200, 202, 404, 409)
+DONE = (200, 202)  # the request did what it asked (404 and 409: the pod was already gone, or is not the one meant)
 
 
 class Evictor:
@@ -38,15 +40,15 @@ class Evictor:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evict")
         self._stopped = threading.Event()
 
-    def delete(self, namespace: str, name: str, uid: str, done: Callable[[bool], None],
+    def delete(self, namespace: str, name: str, uid: str, done: Callable[[int], None],
                resource_version: str = "") -> None:
-        """DELETE the pod if it still is ``uid`` (at ``resource_version``); ``done(True)`` once it is gone or
-        changed, ``done(False)`` when the apiserver refused or kept failing."""
+        """DELETE the pod if it still is ``uid`` (at ``resource_version``); ``done(status)`` with the final HTTP
+        status (0: it kept failing)."""
         preconditions = {"uid": uid} | ({"resourceVersion": resource_version} if resource_version else {})
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": preconditions}
         self._submit("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body, None, done)
 
-    def patch(self, namespace: str, name: str, patch: list[Obj], done: Callable[[bool], None]) -> None:
+    def patch(self, namespace: str, name: str, patch: list[Obj], done: Callable[[int], None]) -> None:
         """JSON-PATCH the pod (the patch carries its own ``test`` guards)."""
         self._submit("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}", patch, "application/json-patch+json",
                      done)
@@ -56,29 +58,29 @@ class Evictor:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _submit(self, method: str, path: str, body: Any, content_type: str | None,
-                done: Callable[[bool], None]) -> None:
+                done: Callable[[int], None]) -> None:
         self._pool.submit(self._run, method, path, body, content_type, done)
 
-    def _run(self, method: str, path: str, body: Any, content_type: str | None, done: Callable[[bool], None]) -> None:
+    def _run(self, method: str, path: str, body: Any, content_type: str | None, done: Callable[[int], None]) -> None:
         try:
             done(self._request(method, path, body, content_type))
         except Exception:  # a bug here must not kill the pool thread silently
             log.exception("%s %s failed", method, path)
-            done(False)
+            done(0)
 
-    def _request(self, method: str, path: str, body: Any, content_type: str | None) -> bool:
+    def _request(self, method: str, path: str, body: Any, content_type: str | None) -> int:
         for attempt in range(_ATTEMPTS):
             if self._stopped.is_set():
-                return False
+                return 0
             try:
                 status, raw = api_request(self._client, method, path, self._timeout, body, content_type)
             except Exception as exc:
                 status, raw = 0, f"{type(exc).__name__}: {exc}".encode()
-            if status in _GONE or (method == "PATCH" and status == 422):  # 422: a failed test, the pod changed
-                return True
+            if status in GONE or (method == "PATCH" and status == 422):  # 422: a failed test, the pod changed
+                return status
             self._on_error(f"http_{status}" if status else "transport")
             log.warning("%s %s: HTTP %s %s", method, path, status, raw[:300])
             if status in (400, 401, 403):
-                return False
+                return status
             time.sleep(min(0.1 * 2 ** attempt, _MAX_BACKOFF))
-        return False
+        return 0

@@ -197,7 +197,8 @@ class PodView:
     rejected: str = ""  # the kubelet's reason and message when it refused to run the pod on its node
     unschedulable: bool = False  # PodScheduled=False: a scheduler tried and found no node
     pinned: bool = False  # required node affinity names exactly its planned node
-    admission: Obj | None = None  # what admission decides on, for pods that may have escaped it (see walkable)
+    escapable: bool = False  # no gang labels, no gate, an owner toward a supported root (see walkable)
+    admission: Obj | None = None  # what admission decides on, kept for escapable pods while they are unbound
 
     @property
     def gated(self) -> bool:
@@ -312,7 +313,8 @@ def pod_view(pod: Obj) -> PodView:
         unschedulable=any(c.get("type") == "PodScheduled" and c.get("status") == "False"
                           for c in status.get("conditions") or [] if isinstance(c, dict)),
         pinned=unbound and _pinned_to(spec, planned),
-        admission=_admission_view(meta, spec) if escapable else None,
+        escapable=escapable,
+        admission=_admission_view(meta, spec) if escapable and unbound else None,
     )
 
 

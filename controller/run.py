@@ -43,7 +43,7 @@ from controller.engine import (
     Release,
 )
 from controller.events import EventRecorder
-from controller.evict import Evictor
+from controller.evict import DONE, GONE, Evictor
 from controller.health import HealthServer
 from controller.informer import Informer
 from controller.integrity import ESCAPED
@@ -60,7 +60,8 @@ log = logging.getLogger("kubenexus.controller")
 LEASE_NAME = "kubenexus-controller"
 RESYNC_SECONDS = 2.0  # a pass at least this often: timeouts, starvation and vacancies depend on time
 RESOLVE_RETRY_SECONDS = 10.0
-# A pod that had not escaped is decided again this often (a namespace opted in later); an unbound one more often.
+# An unbound pod that may have escaped admission is decided at once and again this often while unbound (it could
+# start alone); a bound one only while a gang of its namespace waits for members (it may be one of them), this often.
 ESCAPE_RECHECK_SECONDS = (60.0, 5.0)
 CHECKS_PER_PASS = 64  # pods decided again per pass, at most: a rebuild does not flood the owner lookups
 # While admission is down, a recreated pod escapes again: deleting it over and over would burn its Job's backoffLimit.
@@ -103,6 +104,7 @@ class Controller:
         self._resolver = ThreadPoolExecutor(max_workers=2, thread_name_prefix="resolve")
         # uid -> when first and last decided again, and whether it was bound then (binding makes it due again)
         self._checked: dict[str, tuple[float, float | None, bool]] = {}
+        self._short: set[str] = set()  # namespaces where a gang waits for members, as of the last pass
         self._escapes: dict[tuple[str, str], tuple[float, float]] = {}  # gang -> (last deletion, backoff)
         self._escapes_lock = threading.Lock()
         self._leading = threading.Event()
@@ -264,6 +266,7 @@ class Controller:
         self._dispatch(cycle, now)
         self._evict(cycle.evictions)
         self._report(cycle)
+        self._short = {d.key[0] for d in cycle.gangs if d.cause == "members"}
         self._check_pods(now)
         return cycle
 
@@ -312,42 +315,47 @@ class Controller:
             for pod in pods:
                 self.evictor.delete(pod.namespace, pod.name, pod.uid, functools.partial(self._deleted, pod.uid))
 
-    def _deleted(self, uid: str, ok: bool) -> None:
-        if not ok:  # refused or kept failing: back into the gang's view, the next pass decides again
+    def _deleted(self, uid: str, status: int) -> None:
+        if status not in GONE:  # refused or kept failing: back into the gang's view, the next pass decides again
             self._queue.put(("eviction", "FAILED", {"metadata": {"uid": uid}}))
 
     # --- pods admission could not resolve, and pods that escaped it --------------------------------
 
     def _check_pods(self, now: float) -> None:
         """Decide again, off the loop: gated pods whose owner admission could not read (every
-        RESOLVE_RETRY_SECONDS), and pods with an owner toward a supported root but no gang labels (at once, again
-        when bound, and every ESCAPE_RECHECK_SECONDS)."""
+        RESOLVE_RETRY_SECONDS), and pods with an owner toward a supported root but no gang labels (see
+        ESCAPE_RECHECK_SECONDS; a cluster full of ordinary Jobs' running pods costs no reads)."""
         budget = CHECKS_PER_PASS
         for uids in (self.state.unresolved, self.state.escapable):
             for uid in list(uids):
                 pod = self.state.pods[uid]
-                interval = RESOLVE_RETRY_SECONDS if pod.admission is None else ESCAPE_RECHECK_SECONDS[not pod.node]
+                if pod.escapable and pod.node and pod.namespace not in self._short:
+                    continue
+                interval = ESCAPE_RECHECK_SECONDS[not pod.node] if pod.escapable else RESOLVE_RETRY_SECONDS
                 first, last, bound = self._checked.get(uid, (now, None, bool(pod.node)))
                 if budget <= 0 or (last is not None and now - last < interval and bound == bool(pod.node)):
                     continue
                 budget -= 1
                 self._checked[uid] = (first, now, bool(pod.node))
-                if pod.admission is not None:
-                    self._resolver.submit(self._check_escaped, pod.admission, first)
+                if pod.escapable:
+                    self._resolver.submit(self._check_escaped, pod.namespace, pod.name, uid, pod.admission, first)
                 else:
                     self._resolver.submit(self._resolve, pod.namespace, pod.name, uid)
         for uid in [u for u in self._checked if u not in self.state.unresolved and u not in self.state.escapable]:
             del self._checked[uid]
 
-    def _check_escaped(self, pod: dict[str, Any], seen: float) -> None:
+    def _check_escaped(self, namespace: str, name: str, uid: str, view: dict[str, Any] | None, seen: float) -> None:
         """A pod with no gang labels that admission would have made a gang member escaped it (admission was down
         or slow, the pod predates the installation or its namespace's opt-in, someone removed the gate): joined to
         its gang when bound (it counts as present and placed), deleted when not (its operator recreates it through
         admission, gated), so that no gang waits for it and it never starts alone."""
-        meta, spec = pod["metadata"], pod.get("spec") or {}
-        namespace, name, uid, node = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""), \
-            spec.get("nodeName")
-        try:  # decided as admission would have, at creation: before it was bound
+        try:
+            pod = view or self._read_pod(namespace, name, uid)
+            if pod is None:
+                return
+            meta, spec = pod["metadata"], pod.get("spec") or {}
+            node = spec.get("nodeName")
+            # decided as admission would have, at creation: before it was bound
             resolution = resolve(pod | {"spec": {k: v for k, v in spec.items() if k != "nodeName"}}, self._source,
                                  self.config)
         except Exception:
@@ -366,8 +374,8 @@ class Controller:
             action, write = "recreated", functools.partial(self.evictor.delete, namespace, name, uid,
                                                            resource_version=str(meta.get("resourceVersion") or ""))
 
-        def done(ok: bool) -> None:
-            if ok:
+        def done(status: int) -> None:
+            if status in DONE:  # not 409: the pod changed meanwhile (bound?), and is checked again
                 self.metrics.escaped_pods.labels(action).inc()
                 log.warning("GangMemberEscaped %s/%s: %s", namespace, name, message)
                 self.events.record(target, "Warning", "GangMemberEscaped", message)
@@ -391,14 +399,18 @@ class Controller:
             self._escapes[gang] = (now, backoff)
             return True
 
+    def _read_pod(self, namespace: str, name: str, uid: str) -> dict[str, Any] | None:
+        """The pod as stored now, if it still is ``uid`` (raises on transport errors)."""
+        status, raw = api_request(self._client, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}",
+                                  self.config.api_timeout_seconds)
+        pod = json.loads(raw) if status == 200 else None
+        return pod if pod is not None and (pod.get("metadata") or {}).get("uid") == uid else None
+
     def _resolve(self, namespace: str, name: str, uid: str) -> None:
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"
         try:
-            status, raw = api_request(self._client, "GET", path, self.config.api_timeout_seconds)
-            if status != 200:
-                return
-            pod = json.loads(raw)
-            if (pod.get("metadata") or {}).get("uid") != uid:
+            pod = self._read_pod(namespace, name, uid)
+            if pod is None:
                 return
             resolution = resolve(pod, self._source, self.config)
             if resolution.action == "retry":

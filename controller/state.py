@@ -205,7 +205,7 @@ class ClusterState:
                         self.whole.add(pod.gang)
         if _in_flight(pod, self.pending):
             self.in_flight[pod.uid] = pod
-        if pod.admission is not None:
+        if pod.escapable:
             self.escapable.add(pod.uid)
         if pod.unresolved and pod.gated and pod.gang is None:
             self.unresolved.add(pod.uid)
