@@ -55,6 +55,7 @@ def test_defaults_without_file_or_environment():
     assert config.kubeconfig is None
     assert config.port == 8443
     assert config.keep_alive_seconds == 75
+    assert config.bind_timeout_seconds == 30.0 and config.queued_pod_seconds == 10.0
 
 
 def test_empty_file_gives_defaults(tmp_path):
@@ -178,6 +179,10 @@ def test_unrelated_environment_variables_are_ignored():
         ("server:\n  keepAliveSeconds: 0", "server.keepAliveSeconds"),
         ("server:\n  keepAliveSeconds: 1.5", "server.keepAliveSeconds"),
         ("server:\n  keepAliveSeconds: soon", "server.keepAliveSeconds"),
+        ("controller:\n  bindTimeoutSeconds: 0", "controller.bindTimeoutSeconds"),
+        ("controller:\n  bindTimeoutSeconds: soon", "controller.bindTimeoutSeconds"),
+        ("controller:\n  queuedPodSeconds: -1", "controller.queuedPodSeconds"),
+        ("controller:\n  queuedPodSeconds: .nan", "controller.queuedPodSeconds"),
     ],
 )
 def test_invalid_file_value_names_the_setting(tmp_path, text, setting):
@@ -203,6 +208,8 @@ def test_invalid_file_value_names_the_setting(tmp_path, text, setting):
         ("KUBENEXUS_OWNER_CACHE_MAX_BYTES", "lots"),
         ("KUBENEXUS_ADMISSION_DEADLINE_SECONDS", "0"),
         ("KUBENEXUS_SERVER_HANDSHAKE_TIMEOUT_SECONDS", "x"),
+        ("KUBENEXUS_CONTROLLER_BIND_TIMEOUT_SECONDS", "-5"),
+        ("KUBENEXUS_CONTROLLER_QUEUED_POD_SECONDS", "never"),
     ],
 )
 def test_invalid_environment_value_names_the_variable(name, value):
