@@ -193,7 +193,6 @@ class PodView:
     key: str  # placement_key, only while unbound
     uncertifiable: str | None
     apart: bool = False  # required anti-affinity: one member of its gang per node (kept after the release too)
-    resource_version: str = ""
     rejected: str = ""  # the kubelet's reason and message when it refused to run the pod on its node
     unschedulable: bool = False  # PodScheduled=False: a scheduler tried and found no node
     pinned: bool = False  # required node affinity names exactly its planned node
@@ -308,7 +307,6 @@ def pod_view(pod: Obj) -> PodView:
                                       pod_name=meta.get("name"))
                        if gated else None),
         apart=bool(group) and one_member_per_node(spec, {keys.POD_GROUP_LABEL: group}),
-        resource_version=str(meta.get("resourceVersion") or ""),
         rejected=_rejection(status),
         unschedulable=any(c.get("type") == "PodScheduled" and c.get("status") == "False"
                           for c in status.get("conditions") or [] if isinstance(c, dict)),
