@@ -724,8 +724,8 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "last member to start p99 s": round(percentile(latencies, 0.99), 2),
         "ordinary pods": load.ordinary, "creates refused or failed": load.refused,
         "faults": faults.done, "samples": observed.samples,
-        "controller counters": {k: v for k, v in sorted(totals.items())
-                                if any(s in k for s in ("evictions", "escaped", "timeouts", "patch_errors"))},
+        "controller counters": {k: v for k, v in sorted(totals.items()) if v
+                                and any(s in k for s in ("evictions", "escaped", "timeouts", "patch_errors"))},
     }
 
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from controller.integrity import REASONS
+
 GANG_STATES = ("waiting", "releasing", "running", "never_fits", "not_certifiable", "evicting")
 
 
@@ -46,7 +48,7 @@ def new_metrics() -> Metrics:
                   registry=registry)
     for state in GANG_STATES:
         gangs.labels(state)
-    return Metrics(
+    metrics = Metrics(
         registry=registry,
         gangs=gangs,
         gang_wait_seconds=Histogram(
@@ -82,3 +84,9 @@ def new_metrics() -> Metrics:
                               "Failed DELETE and PATCH requests of evictions and repairs", ["reason"],
                               registry=registry),
     )
+    for reason in REASONS:  # every series from the first scrape, like the gang states
+        metrics.gang_evictions.labels(reason)
+        metrics.member_evictions.labels(reason)
+    for action in ("joined", "recreated"):
+        metrics.escaped_pods.labels(action)
+    return metrics
