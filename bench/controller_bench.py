@@ -53,15 +53,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from controller import slim  # noqa: E402
 from controller.engine import RELEASE, Cycle, Engine  # noqa: E402
-from controller.informer import Informer, _gc_paused  # noqa: E402
 from controller.owners import root_annotations  # noqa: E402
 from controller.run import WATCHED  # noqa: E402
 from controller.state import ClusterState  # noqa: E402
 from gang import keys  # noqa: E402
 from gang.config import Config  # noqa: E402
 from gang.decide import decide  # noqa: E402
+from gang.mutate import desired_pod  # noqa: E402
 from gang.objects import MemorySource  # noqa: E402
-from webhook.mutate import desired_pod  # noqa: E402
+from kube.informer import Informer, _gc_paused  # noqa: E402
 
 Obj = dict[str, Any]
 

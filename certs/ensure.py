@@ -384,7 +384,7 @@ class _Api:
 
     def call(self, method: str, path: str, body: Any = None) -> dict[str, Any] | None:
         """The object, or None on 404; raises _Conflict on 409, EnsureError otherwise."""
-        from gang.objects import api_request
+        from kube.client import api_request
 
         try:
             status, data = api_request(self.client, method, path, self.timeout, body,
@@ -623,7 +623,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     """0 on success, 2 on invalid configuration or arguments, 1 if the pass fails."""
     from gang.config import config_or_exit
-    from gang.objects import new_api_client
+    from kube.client import new_api_client
 
     config = config_or_exit(args.config, "kubenexus certs ensure")
     if config.certs_mode != "self-managed":

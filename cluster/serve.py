@@ -7,14 +7,17 @@ import shutil
 import signal
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from cluster.local import LocalCluster, NodeSpec
+if TYPE_CHECKING:
+    from cluster.local import NodeSpec
 
 
 def _nodes(args: argparse.Namespace) -> list[NodeSpec | dict[str, Any]]:
+    from cluster.local import NodeSpec
+
     if args.nodes_file:
         try:
             with open(args.nodes_file, encoding="utf-8") as handle:
@@ -35,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    from cluster.local import LocalCluster  # the emulator loads only for this command
+
     cluster = LocalCluster(nodes).start()
     cluster.run_components()
     shutil.copyfile(cluster.kubeconfig, args.kubeconfig_out)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from gang.objects import api_request
+from kube.client import api_request
 
 log = logging.getLogger("kubenexus.controller")
 Obj = dict[str, Any]

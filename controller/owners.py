@@ -20,8 +20,8 @@ from gang import keys
 from gang.adapters import adapter_for
 from gang.config import Config
 from gang.decide import Action, decide
+from gang.mutate import desired_pod
 from gang.objects import LookupFailed, ObjectSource
-from webhook.mutate import desired_pod
 
 Obj = dict[str, Any]
 

@@ -19,7 +19,7 @@ from typing import Any
 from controller.engine import Release
 from controller.release import release_patch
 from gang import keys
-from gang.objects import api_request
+from kube.client import api_request
 
 log = logging.getLogger("kubenexus.controller")
 Obj = dict[str, Any]

@@ -42,19 +42,21 @@ from controller.engine import (
     GangDecision,
     Release,
 )
-from controller.events import EventRecorder
 from controller.evict import DONE, GONE, Evictor
 from controller.health import HealthServer
-from controller.informer import Informer
 from controller.integrity import ESCAPED
-from controller.leader import LeaderElector
 from controller.members import GangKey, PodView
 from controller.metrics import Metrics, new_metrics
 from controller.owners import resolve, root_annotations, root_reference
 from controller.patcher import Patcher
 from controller.state import ClusterState
 from gang.config import Config
-from gang.objects import ApiSource, CachedSource, api_request
+from kube.client import api_request
+from kube.events import EventRecorder
+from kube.informer import Informer
+from kube.leader import LeaderElector
+from kube.owner_cache import CachedSource
+from kube.source import ApiSource
 
 log = logging.getLogger("kubenexus.controller")
 LEASE_NAME = "kubenexus-controller"

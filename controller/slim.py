@@ -14,10 +14,11 @@ value of an unexpected type is kept for the predicates to judge rather than fail
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, TypedDict
 
 import msgspec
+
+from kube.informer import Decoder
 
 Obj = dict[str, Any]
 
@@ -147,36 +148,9 @@ class _NodeEvent(TypedDict, total=False):
     object: Node
 
 
-class Decoder:
-    """``page(bytes)`` for a LIST response and ``event(bytes)`` for one watch line, as dicts.
-
-    A watch ERROR event carries a Status, not a pod: it is decoded in full so its code and message survive.
-    Malformed input raises ``ValueError`` like ``json.loads``.
-    """
-
-    def __init__(self, page: Callable[[bytes], Obj], event: Callable[[bytes], Obj]) -> None:
-        self._page = page
-        self._event = event
-
-    def page(self, body: bytes) -> Obj:
-        try:
-            return self._page(body)
-        except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
-            raise ValueError(str(exc)) from exc
-
-    def event(self, line: bytes) -> Obj:
-        try:
-            event = self._event(line)
-        except msgspec.DecodeError as exc:
-            raise ValueError(str(exc)) from exc
-        return msgspec.json.decode(line) if event.get("type") == "ERROR" else event
-
-
 def _decoder(list_type: type, event_type: type) -> Decoder:
     return Decoder(msgspec.json.Decoder(list_type).decode, msgspec.json.Decoder(event_type).decode)
 
 
-#: Everything as ``json.loads`` gives it: for collections the controller does not slim.
-FULL = Decoder(msgspec.json.Decoder().decode, msgspec.json.Decoder().decode)
 PODS = _decoder(_PodList, _PodEvent)
 NODES = _decoder(_NodeList, _NodeEvent)

@@ -41,7 +41,7 @@ RESERVED_NODES_ANNOTATION = "scheduling.kubenexus.io/reserved-nodes"
 
 # The product's own state on member pods: written only by admission (at CREATE: owner, owner-uid,
 # expected-members, unresolved) and by the gate controller's identity (the rest, and everything after
-# creation). The webhooks refuse anyone else's create or change of these (webhook/validate.py, webhook/mutate.py).
+# creation). The webhooks refuse anyone else's create or change of these (gang/validate.py, gang/mutate.py).
 PRODUCT_STATE = (
     OWNER_ANNOTATION,
     OWNER_UID_ANNOTATION,

@@ -13,7 +13,8 @@ from kubenexus import demo, doctor, explain, simulate
 
 def _webhook(args: argparse.Namespace) -> int:
     from gang.config import config_or_exit
-    from webhook import logs, server
+    from kube import logs
+    from webhook import server
 
     config = config_or_exit(args.config, "kubenexus webhook")
     logs.configure(config.log_level)
@@ -24,8 +25,8 @@ def _webhook(args: argparse.Namespace) -> int:
 def _controller(args: argparse.Namespace) -> int:
     from controller.run import run_controller
     from gang.config import config_or_exit
-    from gang.objects import new_api_client
-    from webhook import logs
+    from kube import logs
+    from kube.client import new_api_client
 
     config = config_or_exit(args.config, "kubenexus controller")
     logs.configure(config.log_level)

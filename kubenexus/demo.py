@@ -19,11 +19,10 @@ from typing import Any
 from kubernetes import client, config, watch
 
 from certs.generate import generate
-from cluster.local import LocalCluster, NodeSpec
 from controller.run import Controller
 from gang import keys
 from gang.config import Config
-from gang.objects import new_api_client
+from kube.client import new_api_client
 from kubenexus.local_webhook import LocalWebhook, register
 
 NAMESPACE = "demo"
@@ -144,6 +143,8 @@ def _decisions(log_path: Path, offset: int, timeline: Timeline) -> int:
 
 def run(args: argparse.Namespace) -> int:
     timeline = Timeline()
+    from cluster.local import LocalCluster, NodeSpec  # the emulator loads only for the demo
+
     nodes = [NodeSpec(f"cpu-{i}", cpu="8", memory="32Gi") for i in range(2)] + [
         NodeSpec(f"gpu-{i}", cpu="16", memory="64Gi", extra=(("nvidia.com/gpu", "4"),)) for i in range(2)]
     with LocalCluster(nodes) as cluster:

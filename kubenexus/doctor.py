@@ -26,7 +26,7 @@ from certs.ensure import load_bundle, signed_by
 from controller.run import LEASE_NAME
 from gang import keys
 from gang.config import Config, ConfigError, config_from_text, config_or_exit
-from gang.objects import api_request, new_api_client
+from kube.client import api_request, new_api_client
 
 Obj = dict[str, Any]
 Access = tuple[str, str, str, str, str]  # verb, API group, resource, namespace ("" everywhere), name ("" any)

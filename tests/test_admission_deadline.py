@@ -10,7 +10,10 @@ import time
 from gang.config import Config
 from gang.decide import Action, decide
 from gang.kinds import JOB
-from gang.objects import ApiSource, CachedSource, Deadline, LookupFailed, new_api_client
+from gang.objects import Deadline, LookupFailed
+from kube.client import new_api_client
+from kube.owner_cache import CachedSource
+from kube.source import ApiSource
 from tests.contract import GATE, OPT_IN, UNRESOLVED
 from tests.test_operators import trainjob
 

@@ -37,7 +37,7 @@ from certs.generate import generate, key_pem, new_ca, new_serving_cert, write_at
 from certs.reload import ReloadingContext
 from cluster.local import LocalCluster
 from gang.config import ConfigError, load_config
-from gang.objects import new_api_client
+from kube.client import new_api_client
 from kubenexus.local_webhook import KUBENEXUS, LocalWebhook, free_port, webhook_configuration
 from tests.conftest import wait_for
 

@@ -25,7 +25,7 @@ from kubernetes.client import ApiException
 
 from cluster.local import LocalCluster
 from cluster.rbac import service_account
-from gang.objects import api_request
+from kube.client import api_request
 
 KUBECTL = Path(sys.executable).parent / "kubectl"
 RBAC = "rbac.authorization.k8s.io"

@@ -26,7 +26,7 @@ from kubernetes.client import ApiException
 from cluster.local import LocalCluster, NodeSpec
 from controller.run import Controller
 from gang.config import Config
-from gang.objects import new_api_client
+from kube.client import new_api_client
 from tests.conftest import wait_for
 from tests.contract import CONTROLLER, GATE, GROUP, OPT_IN
 from tests.test_cluster_e2e import Kube, admitted, spark_app

@@ -16,9 +16,9 @@ from kubernetes import client, config
 from cluster.http import write_kubeconfig
 from cluster.local import LocalCluster, NodeSpec
 from controller.engine import WAIT, GangDecision
-from controller.events import EventRecorder
 from controller.run import Controller
 from gang.config import Config
+from kube.events import EventRecorder
 from kubenexus.local_webhook import free_port
 from tests.contract import GATE, GROUP, MIN
 

@@ -19,7 +19,7 @@ from kubernetes import client, config
 
 from cluster.local import LocalCluster, NodeSpec
 from controller import slim
-from controller.informer import FINAL_STATE_UNKNOWN, Informer
+from kube.informer import FINAL_STATE_UNKNOWN, Informer
 
 MERGE = "application/merge-patch+json"
 WAIT = 10.0

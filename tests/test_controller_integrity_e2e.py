@@ -21,7 +21,7 @@ from kubernetes.client import ApiException
 from cluster.local import ADMIN, LocalCluster, NodeSpec
 from controller.run import Controller
 from gang.config import Config
-from gang.objects import new_api_client
+from kube.client import new_api_client
 from kubenexus.local_webhook import LocalWebhook, register
 from tests.conftest import wait_for
 from tests.contract import CONTROLLER, GATE, GROUP

@@ -20,7 +20,7 @@ import pytest
 from kubernetes import client, config
 
 from cluster.local import LocalCluster, NodeSpec
-from controller.leader import LeaderElector
+from kube.leader import LeaderElector
 from tests.conftest import wait_for
 
 FAST = {"lease_duration": 1.0, "renew_deadline": 0.7, "retry_period": 0.1}

@@ -35,7 +35,7 @@ from certs.generate import key_pem, new_serving_cert, serving_dns_names
 from cluster.local import LocalCluster, NodeSpec
 from controller.run import Controller
 from gang.config import Config
-from gang.objects import api_request, new_api_client
+from kube.client import api_request, new_api_client
 from kubenexus.local_webhook import KUBENEXUS, LocalWebhook, free_port
 from tests.conftest import wait_for
 from tests.contract import CONTROLLER, GROUP, MIN, OPT_IN

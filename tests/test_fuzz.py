@@ -161,7 +161,7 @@ def mutate(webhook, pod, namespace=NS):
     response = post(webhook, "/mutate", envelope(request_for(pod, namespace)))
     if response is None:
         return None, pod
-    if not response["allowed"]:  # only for product state admission does not write (webhook/mutate.py forged_state)
+    if not response["allowed"]:  # only for product state admission does not write (gang/mutate.py forged_state)
         assert response["status"]["message"].startswith("metadata.annotations[scheduling.kubenexus.io/"), response
         assert "patch" not in response
         return response, pod

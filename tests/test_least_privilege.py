@@ -41,10 +41,10 @@ from kubernetes.client import ApiException
 from cluster.audit import Record, request_info
 from cluster.local import LocalCluster
 from cluster.rbac import BOOTSTRAP, Grant, Policy, PolicyRule, load_manifests, rule_allows
-from controller.events import EventRecorder
 from controller.run import Controller
 from gang.config import Config
-from gang.objects import new_api_client
+from kube.client import new_api_client
+from kube.events import EventRecorder
 from kubenexus.local_webhook import LocalWebhook
 from tests.conftest import wait_for
 from tests.contract import GATE, GROUP, MIN, MIN_AVAILABLE, UNRESOLVED

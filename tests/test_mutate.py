@@ -13,7 +13,7 @@ from gang import keys
 from gang.adapters.base import ExpectedMember
 from gang.config import Config
 from gang.decide import Action, Decision
-from webhook.mutate import desired_pod, json_patch
+from gang.mutate import desired_pod, json_patch
 
 GANG = Decision(Action.GANG, ("test",), group="g", size=3, owner="x/v1/K/n", owner_uid="u",
                 expected=(ExpectedMember("executor", 2, {"cpu": "1"}),))

@@ -15,8 +15,9 @@ from gang import slim
 from gang.adapters.batch import JobAdapter
 from gang.adapters.spark import ScheduledSparkApplicationAdapter, SparkApplicationAdapter
 from gang.kinds import JOB, NAMESPACE
-from gang.objects import CachedSource, LookupFailed, MemorySource, deep_size
+from gang.objects import LookupFailed, MemorySource
 from gang.owners import MAX_HOPS, Outcome, walk_owners
+from kube.owner_cache import CachedSource, deep_size
 
 NS = "team-a"
 SPARK = "sparkoperator.k8s.io/v1beta2"

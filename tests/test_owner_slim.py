@@ -18,11 +18,12 @@ from gang.adapters import ADAPTERS, adapter_for
 from gang.config import Config
 from gang.decide import Action, decide
 from gang.kinds import INTERMEDIATE, NAMESPACE, Kind, split_api_version
-from gang.objects import MemorySource, deep_size
+from gang.mutate import desired_pod
+from gang.objects import MemorySource
+from kube.owner_cache import deep_size
 from tests.contract import OPT_IN
 from tests.operator_fixtures import as_returned
 from tests.test_operators import SCENARIOS
-from webhook.mutate import desired_pod
 
 Obj = dict[str, Any]
 NS = "team-a"

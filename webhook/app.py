@@ -16,9 +16,9 @@ from flask import Flask, Response, request
 from gang.config import Config
 from gang.decide import Action
 from gang.objects import ObjectSource
+from gang.validate import validate
 from webhook import metrics
 from webhook.review import BadRequest, admit_pod, parse_review, review_response
-from webhook.validate import validate
 
 log = logging.getLogger("kubenexus.webhook")
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -70,12 +70,12 @@ def create_app(config: Config, source: ObjectSource, ready: Callable[[], tuple[b
         return admission.review, "patched" if admission.patch else "allowed"
 
     def check(req: dict) -> tuple[dict, str]:
-        message, code = validate(req, config)
-        if message is None:
+        denial = validate(req, config)
+        if denial is None:
             return review_response(req["uid"]), "allowed"
         log.info("request denied", extra={"uid": req["uid"], "namespace": req.get("namespace"),
-                                          "kind": req["kind"].get("kind"), "denial": message})
-        return review_response(req["uid"], allowed=False, message=message, code=code), "denied"
+                                          "kind": req["kind"].get("kind"), "denial": denial.message})
+        return review_response(req["uid"], allowed=False, message=denial.message, code=int(denial.code)), "denied"
 
     @app.post("/mutate")
     def mutate_endpoint():

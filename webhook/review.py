@@ -13,8 +13,8 @@ from typing import Any
 
 from gang.config import Config
 from gang.decide import Action, Decision, decide
+from gang.mutate import desired_pod, forged_state, json_patch
 from gang.objects import Deadline, ObjectSource
-from webhook.mutate import desired_pod, forged_state, json_patch
 
 API_VERSION = "admission.k8s.io/v1"
 log = logging.getLogger("kubenexus.webhook")

@@ -33,7 +33,10 @@ from typing import Any
 
 from certs.reload import pair_problem, reloading_context
 from gang.config import Config
-from gang.objects import ApiSource, CachedSource, LookupFailed, new_api_client
+from gang.objects import LookupFailed
+from kube.client import new_api_client
+from kube.owner_cache import CachedSource
+from kube.source import ApiSource
 
 READY_CACHE_SECONDS = 5.0
 STARTUP_CERTS_SECONDS = 120.0  # how long start-up waits for a certificate before giving up
@@ -220,7 +223,7 @@ def gunicorn_options(config: Config, bind: str) -> dict[str, Any]:
         "logconfig_dict": {
             "version": 1,
             "disable_existing_loggers": False,
-            "handlers": {"console": {"()": "webhook.logs.BackgroundJsonHandler"}},
+            "handlers": {"console": {"()": "kube.logs.BackgroundJsonHandler"}},
             "root": {"level": config.log_level, "handlers": ["console"]},
             "loggers": {"gunicorn.error": {"level": "INFO", "handlers": ["console"], "propagate": False}},
         },

@@ -21,7 +21,7 @@ import jsonpatch
 from gang import keys
 from gang.config import KEEP_SCHEDULER, Config
 from gang.decide import Action, Decision
-from webhook.validate import meta_map
+from gang.validate import meta_map
 
 Obj = dict[str, Any]
 

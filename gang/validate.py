@@ -1,17 +1,20 @@
-"""Validation (``/validate``): gang labels on pods, their immutability, who may remove the gate, who may
+"""Validation rules (behind ``/validate``): gang labels on pods, their immutability, who may remove the gate, who may
 write the product's state (keys.PRODUCT_STATE), and the ``kubenexus.io/*`` annotations on root objects, so
 that a typo fails at apply time.
 
 This webhook runs after every mutation (the apiserver calls validating webhooks last), so on CREATE it sees
 what the mutating webhook wrote and cannot tell it from what the creator sent: the state admission writes is
-checked by the mutating webhook (webhook/mutate.py ``forged_state``); here, only what admission never writes.
+checked by the mutating webhook (gang/mutate.py ``forged_state``); here, only what admission never writes.
 
-Each rule returns the message naming the field, or None when the request is fine.
+Each rule returns a :class:`Denial` (the message naming the field, and why: invalid or forbidden), or None when
+the request is fine.
 """
 
 from __future__ import annotations
 
 import difflib
+from dataclasses import dataclass
+from enum import IntEnum
 from typing import Any
 
 from gang import keys
@@ -20,7 +23,23 @@ from gang.config import Config
 from gang.names import is_label_value
 
 Obj = dict[str, Any]
-FORBIDDEN, INVALID = 403, 422
+
+
+class Refusal(IntEnum):
+    """Why a request is denied, as the HTTP code of the admission response's status."""
+
+    FORBIDDEN = 403  # the requester may not make this change
+    INVALID = 422  # nobody may: the object would be wrong
+
+
+@dataclass(frozen=True)
+class Denial:
+    message: str
+    code: Refusal
+
+
+def _invalid(message: str | None) -> Denial | None:
+    return Denial(message, Refusal.INVALID) if message is not None else None
 
 
 def meta_map(obj: Any, field: str) -> dict[str, Any]:
@@ -74,15 +93,15 @@ def check_pod_labels(pod: Obj) -> str | None:
 RELEASE_STATE = tuple(name for name in keys.PRODUCT_STATE if name not in keys.WRITTEN_ANNOTATIONS)
 
 
-def check_pod_create(pod: Obj) -> tuple[str | None, int]:
+def check_pod_create(pod: Obj) -> Denial | None:
     """No release state on a new pod (the controller would hold its planned node's room), and consistent labels."""
     annotations = meta_map(pod, "annotations")
     for name in RELEASE_STATE:
         if name in annotations:
-            return (f"metadata.annotations[{name}]: must not be set on a new pod: only the KubeNexus gate controller "
-                    "writes it, when it releases a gang member (a copy of an existing pod? leave out its "
-                    "scheduling.kubenexus.io/ annotations)"), FORBIDDEN
-    return check_pod_labels(pod), INVALID
+            return Denial(f"metadata.annotations[{name}]: must not be set on a new pod: only the KubeNexus gate "
+                          "controller writes it, when it releases a gang member (a copy of an existing pod? leave "
+                          "out its scheduling.kubenexus.io/ annotations)", Refusal.FORBIDDEN)
+    return _invalid(check_pod_labels(pod))
 
 
 def _change(before: dict[str, Any], after: dict[str, Any], name: str) -> str | None:
@@ -93,7 +112,7 @@ def _change(before: dict[str, Any], after: dict[str, Any], name: str) -> str | N
     return "changed" if before[name] != after[name] else None
 
 
-def check_pod_update(old: Obj, new: Obj, username: str, config: Config) -> tuple[str | None, int]:
+def check_pod_update(old: Obj, new: Obj, username: str, config: Config) -> Denial | None:
     """Gang identity is immutable; only the gate controller's identity may write the product's state, and only
     ``gateRemovers`` may remove the gate or label a pod."""
     privileged = config.may_remove_gate(username)
@@ -101,21 +120,25 @@ def check_pod_update(old: Obj, new: Obj, username: str, config: Config) -> tuple
         before, after = meta_map(old, field), meta_map(new, field)
         for name in names:
             if name in before and before[name] != after.get(name):
-                return f"metadata.{field}[{name}]: is immutable once set (was {before[name]!r})", INVALID
+                return Denial(f"metadata.{field}[{name}]: is immutable once set (was {before[name]!r})",
+                              Refusal.INVALID)
             if name not in before and name in after and not privileged:
-                return f"metadata.{field}[{name}]: cannot be added after creation by {username}", FORBIDDEN
+                return Denial(f"metadata.{field}[{name}]: cannot be added after creation by {username}",
+                              Refusal.FORBIDDEN)
     if username != config.controller_identity:  # not even gateRemovers: an admin is not the controller
         before, after = meta_map(old, "annotations"), meta_map(new, "annotations")
         for name in keys.PRODUCT_STATE:
             if change := _change(before, after, name):
-                return (f"metadata.annotations[{name}]: cannot be {change} by {username}: only the KubeNexus gate "
-                        f"controller ({config.controller_identity}) writes it after creation"), FORBIDDEN
+                return Denial(f"metadata.annotations[{name}]: cannot be {change} by {username}: only the KubeNexus "
+                              f"gate controller ({config.controller_identity}) writes it after creation",
+                              Refusal.FORBIDDEN)
     if keys.GANG_GATE in _gates(old) and keys.GANG_GATE not in _gates(new) and not privileged:
-        return (f"spec.schedulingGates[{keys.GANG_GATE}]: only the KubeNexus gate controller may remove the "
-                f"gang gate (request by {username}); the gate is removed when the whole gang fits"), FORBIDDEN
+        return Denial(f"spec.schedulingGates[{keys.GANG_GATE}]: only the KubeNexus gate controller may remove the "
+                      f"gang gate (request by {username}); the gate is removed when the whole gang fits",
+                      Refusal.FORBIDDEN)
     if _gang_keys(old) == _gang_keys(new):  # unchanged, even if invalid from before: don't block the update
-        return None, 0
-    return check_pod_labels(new), INVALID
+        return None
+    return _invalid(check_pod_labels(new))
 
 
 def _gang_keys(pod: Obj) -> tuple[Any, ...]:
@@ -165,12 +188,12 @@ def check_root(obj: Obj, old: Obj | None, api_version: str, kind: str) -> str | 
     return None
 
 
-def validate(request: Obj, config: Config) -> tuple[str | None, int]:
-    """The denial message and HTTP code for an admission request, or (None, 0) to allow."""
+def validate(request: Obj, config: Config) -> Denial | None:
+    """Why an admission request is denied, or None to allow it."""
     operation, obj, old = request["operation"], request.get("object"), request.get("oldObject")
     kind = request["kind"]
     if request.get("subResource") or operation not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
-        return None, 0
+        return None
     if kind.get("group", "") == "" and kind.get("kind") == "Pod":
         if operation == "CREATE":
             return check_pod_create(obj)
@@ -178,4 +201,4 @@ def validate(request: Obj, config: Config) -> tuple[str | None, int]:
         return check_pod_update(old if isinstance(old, dict) else {}, obj, username, config)
     api_version = f"{kind['group']}/{kind.get('version', '')}" if kind.get("group") else str(kind.get("version"))
     previous = old if operation == "UPDATE" and isinstance(old, dict) else None
-    return check_root(obj, previous, api_version, str(kind.get("kind"))), INVALID
+    return _invalid(check_root(obj, previous, api_version, str(kind.get("kind"))))

@@ -43,9 +43,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from controller.slim import FULL, Decoder
+import msgspec
 
-__all__ = ["FINAL_STATE_UNKNOWN", "Gone", "Informer"]
+__all__ = ["FINAL_STATE_UNKNOWN", "FULL", "Decoder", "Gone", "Informer"]
 
 log = logging.getLogger(__name__)
 
@@ -55,14 +55,38 @@ Obj = dict[str, Any]
 #: was not watching: its final state is unknown, only its identity (client-go: DeletedFinalStateUnknown).
 FINAL_STATE_UNKNOWN = "finalStateUnknown"
 
+class Decoder:
+    """``page(bytes)`` for a LIST response and ``event(bytes)`` for one watch line, as dicts.
+
+    A watch ERROR event carries a Status, not a pod: it is decoded in full so its code and message survive.
+    Malformed input raises ``ValueError`` like ``json.loads``.
+    """
+
+    def __init__(self, page: Callable[[bytes], Obj], event: Callable[[bytes], Obj]) -> None:
+        self._page = page
+        self._event = event
+
+    def page(self, body: bytes) -> Obj:
+        try:
+            return self._page(body)
+        except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
+            raise ValueError(str(exc)) from exc
+
+    def event(self, line: bytes) -> Obj:
+        try:
+            event = self._event(line)
+        except msgspec.DecodeError as exc:
+            raise ValueError(str(exc)) from exc
+        return msgspec.json.decode(line) if event.get("type") == "ERROR" else event
+
+#: Everything as ``json.loads`` gives it: for collections a caller does not slim.
+FULL = Decoder(msgspec.json.Decoder().decode, msgspec.json.Decoder().decode)
 
 class Gone(Exception):
     """The resourceVersion (or continue token) is too old: only a fresh list can resume."""
 
-
 class _Failure(Exception):
     """A list or watch attempt failed in a way a retry may fix."""
-
 
 class Informer:
     def __init__(
@@ -357,7 +381,6 @@ class Informer:
         self._failures += 1
         self._stopped.wait(delay * random.uniform(0.5, 1.0))
 
-
 def _lines(response: Any) -> Iterator[bytes]:
     """The lines of a streamed body as they arrive (one watch event each)."""
     if getattr(response, "chunked", False) and hasattr(response, "read_chunked"):
@@ -382,7 +405,6 @@ def _lines(response: Any) -> Iterator[bytes]:
     if rest.strip():
         yield rest
 
-
 @contextlib.contextmanager
 def _gc_paused() -> Iterator[None]:
     """The cyclic GC paused while a list is fetched, parsed and delivered.
@@ -400,18 +422,15 @@ def _gc_paused() -> Iterator[None]:
     finally:
         gc.enable()
 
-
 def _key(meta: dict[str, Any]) -> str:
     namespace = meta.get("namespace")
     return f"{namespace}/{meta.get('name', '')}" if namespace else meta.get("name", "")
-
 
 def _stub(uid: str, namespace: str | None, name: str, rv: str) -> Obj:
     meta: dict[str, Any] = {"name": name, "uid": uid, "resourceVersion": rv}
     if namespace is not None:
         meta["namespace"] = namespace
     return {"metadata": meta, FINAL_STATE_UNKNOWN: True}
-
 
 def _message(body: Any) -> str:
     """The message of a metav1.Status body, or the start of whatever came back."""
