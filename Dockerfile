@@ -14,6 +14,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY kubenexus/ kubenexus/
 COPY gang/ gang/
+COPY kube/ kube/
 COPY webhook/ webhook/
 COPY certs/ certs/
 COPY cluster/ cluster/

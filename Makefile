@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench soak lint clean
+.PHONY: test demo bench soak lint typecheck clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) typecheck
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 	$(BIN)/python bench/admission_bench.py --smoke
@@ -33,8 +33,12 @@ soak: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/kubenexus demo
 
-lint: $(STAMP)
+lint: $(STAMP) typecheck
 	$(BIN)/ruff check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy --strict gang controller
+	$(BIN)/mypy kube webhook certs kubenexus cluster bench
 
 clean:
 	rm -rf $(VENV) .pytest_cache

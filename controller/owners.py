@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import jsonpatch
@@ -56,11 +57,17 @@ def root_reference(pod: PodView) -> Obj | None:
             "namespace": pod.namespace, "uid": pod.gang[2] if pod.gang else ""}
 
 
+class Step(StrEnum):
+    """What to do with a pod admission left unresolved, once decided again."""
+
+    JOIN = "join"  # ``patch`` adds the gang's labels
+    RELEASE = "release"  # not a gang member after all: ``patch`` removes the gate
+    RETRY = "retry"  # still cannot decide: try again later
+
+
 @dataclass(frozen=True)
 class Resolution:
-    """``action``: "join" (``patch`` adds the gang's labels), "release" (``patch`` removes the gate) or "retry"."""
-
-    action: str
+    action: Step
     reason: str
     patch: list[Obj]
     group: str = ""  # the gang a "join" puts the pod in
@@ -72,9 +79,9 @@ def resolve(pod: Obj, source: ObjectSource, config: Config) -> Resolution:
     decision = decide(pod, str(meta.get("namespace") or ""), source, config)
     reason = "; ".join(decision.reasons)
     if decision.action is Action.UNRESOLVED:
-        return Resolution("retry", decision.unresolved or reason, [])
+        return Resolution(Step.RETRY, decision.unresolved or reason, [])
     if decision.action is Action.SKIP:
-        return Resolution("release", reason, release_patch(pod, ""))
+        return Resolution(Step.RELEASE, reason, release_patch(pod, ""))
     desired = desired_pod(pod, decision, config)
     annotations = dict((desired.get("metadata") or {}).get("annotations") or {})
     annotations.pop(keys.UNRESOLVED_ANNOTATION, None)
@@ -86,4 +93,4 @@ def resolve(pod: Obj, source: ObjectSource, config: Config) -> Resolution:
             ops.append({"op": "add", "path": f"/metadata/{part}", "value": {}})
         ops += [dict(op, path=f"/metadata/{part}{op['path']}")
                 for op in jsonpatch.make_patch(before[part], after[part])]
-    return Resolution("join", reason, ops, decision.group)
+    return Resolution(Step.JOIN, reason, ops, decision.group)

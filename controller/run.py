@@ -47,7 +47,7 @@ from controller.health import HealthServer
 from controller.integrity import ESCAPED
 from controller.members import GangKey, PodView
 from controller.metrics import Metrics, new_metrics
-from controller.owners import resolve, root_annotations, root_reference
+from controller.owners import Step, resolve, root_annotations, root_reference
 from controller.patcher import Patcher
 from controller.state import ClusterState
 from gang.config import Config
@@ -363,7 +363,7 @@ class Controller:
         except Exception:
             log.exception("checking pod %s/%s", namespace, name)
             return
-        if resolution.action != "join" or not (node or self._may_recreate((namespace, resolution.group), seen)):
+        if resolution.action is not Step.JOIN or not (node or self._may_recreate((namespace, resolution.group), seen)):
             return
         target = {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": namespace, "uid": uid}
         if node:
@@ -415,7 +415,7 @@ class Controller:
             if pod is None:
                 return
             resolution = resolve(pod, self._source, self.config)
-            if resolution.action == "retry":
+            if resolution.action is Step.RETRY:
                 log.info("pod %s/%s still unresolved: %s", namespace, name, resolution.reason)
                 return
             status, raw = api_request(self._client, "PATCH", path, self.config.api_timeout_seconds,

@@ -21,10 +21,8 @@ import jsonpatch
 from gang import keys
 from gang.config import KEEP_SCHEDULER, Config
 from gang.decide import Action, Decision
+from gang.objects import Obj
 from gang.validate import meta_map
-
-Obj = dict[str, Any]
-
 
 # The only fields mutation writes: (section, field, the keys written in it or None for all).
 TOUCHED = (
@@ -177,4 +175,5 @@ def json_patch(original: Obj, desired: Obj) -> list[dict[str, Any]]:
     storm costs one jsonpatch run); mutation never moves values (a marker removed and a key added with the same
     value are no move), so move detection is off.
     """
-    return json.loads(_diff(json.dumps(_touched(original)), json.dumps(_touched(desired))))
+    operations: list[dict[str, Any]] = json.loads(_diff(json.dumps(_touched(original)), json.dumps(_touched(desired))))
+    return operations

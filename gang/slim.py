@@ -32,8 +32,6 @@ from gang.adapters import ADAPTERS
 from gang.adapters.training import TrainingJobAdapter
 from gang.kinds import INTERMEDIATE, NAMESPACE, Kind
 
-Obj = dict[str, Any]
-
 
 class _OwnerReference(TypedDict, total=False):
     apiVersion: Any
@@ -177,14 +175,16 @@ class _CronJobSpec(TypedDict, total=False):
 
 def _with_spec(name: str, spec: type) -> type:
     """An object type whose ``spec`` has the given shape."""
-    return TypedDict(name, {"apiVersion": Any, "kind": Any, "metadata": _Meta, "spec": spec},  # type: ignore[misc]
-                     total=False)
+    shape: type = TypedDict(name, {"apiVersion": Any, "kind": Any, "metadata": _Meta,  # type: ignore[misc]
+                                   "spec": spec}, total=False)
+    return shape
 
 
 def _training_spec(replica_field: str) -> type:
     """Kubeflow training jobs: ``runPolicy`` plus the kind's own replica-spec map."""
-    return TypedDict(f"_{replica_field}Spec", {  # type: ignore[misc]
+    shape: type = TypedDict(f"_{replica_field}Spec", {  # type: ignore[misc]
         "runPolicy": _RunPolicy, replica_field: dict[str, _Replicas]}, total=False)
+    return shape
 
 
 class _MPIJobSpec(TypedDict, total=False):

@@ -21,8 +21,7 @@ from gang import keys
 from gang.adapters import adapter_for
 from gang.config import Config
 from gang.names import is_label_value
-
-Obj = dict[str, Any]
+from gang.objects import Obj
 
 
 class Refusal(IntEnum):
@@ -62,7 +61,7 @@ def _agree(key: str, label: Any, annotation: Any) -> bool:
 
 def _gates(pod: Obj | None) -> set[str]:
     gates = ((pod or {}).get("spec") or {}).get("schedulingGates") or []
-    return {g.get("name") for g in gates if isinstance(g, dict)}
+    return {str(g.get("name")) for g in gates if isinstance(g, dict)}
 
 
 def check_pod_labels(pod: Obj) -> str | None:

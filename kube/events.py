@@ -186,7 +186,8 @@ class EventRecorder:
                 except ApiException as exc:
                     if exc.status != 404:  # deleted (events expire after an hour): create it again
                         raise
-            self._core.create_namespaced_event(namespace, event, _request_timeout=self._request_timeout)
+            body: Any = event  # a plain dict: the client serializes it as is
+            self._core.create_namespaced_event(namespace, body, _request_timeout=self._request_timeout)
         except Exception as exc:  # whatever the API or the transport did, the worker must live on
             log.warning("writing event %s/%s (%s) failed: %s", namespace, name, event["reason"], exc)
             self._drop()

@@ -45,11 +45,12 @@ from typing import Any
 
 import msgspec
 
+from gang.objects import Obj
+
 __all__ = ["FINAL_STATE_UNKNOWN", "FULL", "Decoder", "Gone", "Informer"]
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 
 #: Key set (to True) on the stub delivered as DELETED for an object that vanished while the informer
 #: was not watching: its final state is unknown, only its identity (client-go: DeletedFinalStateUnknown).

@@ -26,9 +26,9 @@ from certs.ensure import load_bundle, signed_by
 from controller.run import LEASE_NAME
 from gang import keys
 from gang.config import Config, ConfigError, config_from_text, config_or_exit
+from gang.objects import Obj
 from kube.client import api_request, new_api_client
 
-Obj = dict[str, Any]
 Access = tuple[str, str, str, str, str]  # verb, API group, resource, namespace ("" everywhere), name ("" any)
 RENEWAL_GRACE = datetime.timedelta(hours=1)  # a renewal due for longer than this has failed
 CONTROLLER_EVENTS = ("GangWaiting", "GangInsufficientCapacity", "GangNeverFits", "GangNotCertifiable",
@@ -78,7 +78,8 @@ class Cluster:
             return None
         if status != 200:
             raise RuntimeError(f"GET {path}: HTTP {status}: {body[:200]!r}")
-        return json.loads(body)
+        obj: Obj = json.loads(body)
+        return obj
 
     def create(self, path: str, obj: Obj) -> Obj:
         status, body = api_request(self._client, "POST", path, self._timeout, obj, "application/json")
@@ -188,9 +189,9 @@ def check_endpoints(cluster: Cluster, config: Config, now: datetime.datetime) ->
         name = f"{kind} webhook {webhook.get('name')}"
         if client_config.get("url"):
             parts = urllib.parse.urlsplit(client_config["url"])
-            ready = f"{parts.scheme}://{parts.netloc}/readyz"
-            problem = _probe(ready, client_config.get("caBundle", ""))
-            findings.append(Finding(problem is None, "endpoints", f"{name}: {ready} " + (
+            readyz = f"{parts.scheme}://{parts.netloc}/readyz"
+            problem = _probe(readyz, client_config.get("caBundle", ""))
+            findings.append(Finding(problem is None, "endpoints", f"{name}: {readyz} " + (
                 "answers ready" if problem is None else f"is not ready: {problem}{_down(kind, webhook)}")))
             continue
         # Behind a Service: its ready pods are the endpoints the apiserver calls.

@@ -9,23 +9,24 @@ controller would give.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
 from collections.abc import Callable, Iterable
 from datetime import date, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import jsonpatch
 import yaml
 
 from controller.engine import Cycle, Engine
-from controller.owners import resolve, root_annotations
+from controller.owners import Step, resolve, root_annotations
 from controller.state import ClusterState
 from gang.config import Config, config_or_exit
-from gang.objects import MemorySource
+from gang.objects import MemorySource, Obj
 
-Obj = dict[str, Any]
+T = TypeVar("T")
 
 
 class ScenarioError(ValueError):
@@ -33,7 +34,9 @@ class ScenarioError(ValueError):
 
 
 def _name(obj: Obj) -> str:
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
     return "/".join(str(part) for part in (meta.get("namespace"), meta.get("name")) if part)
 
 
@@ -56,7 +59,7 @@ def _objects(documents: Iterable[Any]) -> list[Obj]:
     return objects
 
 
-def _parse(obj: Obj, upsert: Callable[[], Any]) -> Any:
+def _parse(obj: Obj, upsert: Callable[[], T]) -> T:
     """Run ``upsert`` on one object; a field it cannot parse is the snapshot's fault, reported as such."""
     try:
         return upsert()
@@ -71,6 +74,12 @@ def _rfc3339(value: Any) -> str:
     raise TypeError(f"{type(value).__name__} is not a JSON value")
 
 
+def _plain(obj: Obj) -> Obj:
+    """The object as JSON would carry it (a deep copy the state may keep)."""
+    plain: Obj = json.loads(json.dumps(obj, default=_rfc3339))
+    return plain
+
+
 def _timestamp(now: float) -> str:
     return datetime.fromtimestamp(now).astimezone().isoformat()
 
@@ -82,21 +91,21 @@ def simulate(objects: list[Obj], config: Config, now: float) -> tuple[Cycle, lis
     ungated: list[Obj] = []
     for obj in objects:
         if obj.get("kind") == "Node":
-            _parse(obj, lambda obj=obj: state.upsert_node(obj))
+            _parse(obj, functools.partial(state.upsert_node, obj))
     for obj in objects:
         if obj.get("kind") != "Pod":
             continue
-        pod = _parse(obj, lambda obj=obj: json.loads(json.dumps(obj, default=_rfc3339)))
+        pod = _parse(obj, functools.partial(_plain, obj))
         meta = pod.setdefault("metadata", {})
         meta.setdefault("namespace", "default")
         meta.setdefault("creationTimestamp", _timestamp(now))
-        view = _parse(pod, lambda pod=pod: state.upsert_pod(pod, now))
+        view = _parse(pod, functools.partial(state.upsert_pod, pod, now))
         if view.uid in state.unresolved:
             resolution = resolve(pod, roots, config)
-            if resolution.action == "release":
+            if resolution.action is Step.RELEASE:
                 state.delete_pod(view.uid)
                 ungated.append({"namespace": view.namespace, "name": view.name, "reason": resolution.reason})
-            elif resolution.action == "join":
+            elif resolution.action is Step.JOIN:
                 state.upsert_pod(jsonpatch.apply_patch(pod, resolution.patch), now)
     engine = Engine(state, config, lambda pod: root_annotations(roots, pod))
     return engine.cycle(now), ungated

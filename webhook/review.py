@@ -9,17 +9,15 @@ import base64
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from gang.config import Config
 from gang.decide import Action, Decision, decide
 from gang.mutate import desired_pod, forged_state, json_patch
-from gang.objects import Deadline, ObjectSource
+from gang.objects import Deadline, Obj, ObjectSource
 
 API_VERSION = "admission.k8s.io/v1"
 log = logging.getLogger("kubenexus.webhook")
 
-Obj = dict[str, Any]
 
 
 class BadRequest(ValueError):
