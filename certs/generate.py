@@ -1,34 +1,35 @@
 """Self-signed CA and serving certificate for the admission webhook.
 
 The apiserver only calls webhooks over TLS, verifying the serving certificate against the
-``caBundle`` in the webhook configuration. This module mints both so a cluster without
-cert-manager can still run the webhook.
+``caBundle`` in the webhook configuration. ``kubenexus certs generate`` writes both to
+disk (minted by ``certs.issue``) so a cluster without cert-manager can still run the webhook.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
-import contextlib
 import datetime
 import ipaddress
 import os
-import re
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from certs.issue import (
+    CLOCK_SKEW,
+    IPAddress,
+    key_pem,
+    new_ca,
+    new_serving_cert,
+    pem,
+    serving_common_name,
+    serving_dns_names,
+)
+from certs.store import write_atomic
+from gang.names import DNS1123_LABEL, is_dns_name
 
 CA_COMMON_NAME = "kubenexus-webhook-ca"
-CLOCK_SKEW = datetime.timedelta(minutes=5)  # notBefore is backdated by this much
-_MAX_CN = 64  # X.520 upper bound; cryptography rejects longer common names.
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DNS_LABEL = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -44,16 +45,6 @@ class GeneratedCerts:
         """Base64 of the CA PEM, the form a webhook configuration's ``caBundle`` takes."""
         with open(self.ca_cert, "rb") as f:
             return base64.b64encode(f.read()).decode("ascii")
-
-
-def serving_dns_names(service: str, namespace: str) -> list[str]:
-    """Every name a client may use for the Service, so hostname checks pass however it is addressed."""
-    return [
-        service,
-        f"{service}.{namespace}",
-        f"{service}.{namespace}.svc",
-        f"{service}.{namespace}.svc.cluster.local",
-    ]
 
 
 def generate(
@@ -85,67 +76,15 @@ def generate(
     paths = GeneratedCerts(*(os.path.join(out_dir, n) for n in ("ca.crt", "ca.key", "tls.crt", "tls.key")))
     # Keys first: a watcher reloading on tls.crt then finds the matching tls.key already in place.
     write_atomic(paths.ca_key, key_pem(ca_key), 0o600)
-    write_atomic(paths.ca_cert, ca_cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    write_atomic(paths.ca_cert, pem(ca_cert), 0o644)
     write_atomic(paths.key, key_pem(key), 0o600)
-    write_atomic(paths.cert, cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    write_atomic(paths.cert, pem(cert), 0o644)
     return paths
-
-
-def serving_common_name(service: str, namespace: str) -> str:
-    """``svc.ns.svc``, or the bare service name when that exceeds 64 characters (verifiers use the SANs)."""
-    cn = f"{service}.{namespace}.svc"
-    return cn if len(cn) <= _MAX_CN else service
-
-
-def new_ca(
-    common_name: str, not_before: datetime.datetime, not_after: datetime.datetime
-) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    """A self-signed P-256 CA that may only sign leaf certificates (path length 0)."""
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
-    ca_cert = (
-        _builder(ca_name, ca_name, ca_key.public_key(), not_before, not_after)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(_key_usage(cert_sign=True), critical=True)
-        .add_extension(ca_ski, critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    return ca_cert, ca_key
-
-
-def new_serving_cert(
-    ca_cert: x509.Certificate,
-    ca_key: ec.EllipticCurvePrivateKey,
-    common_name: str,
-    dns_names: Sequence[str],
-    ips: Sequence[ipaddress.IPv4Address | ipaddress.IPv6Address],
-    not_before: datetime.datetime,
-    not_after: datetime.datetime,
-) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    """A P-256 TLS server certificate for ``dns_names`` and ``ips``, signed by ``ca_cert``/``ca_key``."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
-    sans += [x509.IPAddress(ip) for ip in ips]
-    ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
-    cert = (
-        _builder(subject, ca_cert.subject, key.public_key(), not_before, not_after)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(_key_usage(cert_sign=False), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    return cert, key
 
 
 def validate_names(
     service: str, namespace: str, extra_dns: Sequence[str], extra_ips: Sequence[str], days: int
-) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+) -> list[IPAddress]:
     """Reject bad input with a message naming the argument; returns the parsed IPs."""
     for arg, value in (("service", service), ("namespace", namespace)):
         if not isinstance(value, str) or not DNS1123_LABEL.match(value):
@@ -158,7 +97,7 @@ def validate_names(
     for name in extra_dns:
         if not is_dns_name(name):
             raise ValueError(f"extra_dns: {name!r} is not a valid DNS name")
-    ips = []
+    ips: list[IPAddress] = []
     for addr in extra_ips:
         try:
             ips.append(ipaddress.ip_address(addr))
@@ -167,81 +106,7 @@ def validate_names(
     return ips
 
 
-def is_ip(value: str) -> bool:
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        return False
-    return True
-
-
-def is_dns_name(name: object) -> bool:
-    """A hostname, optionally with a leading ``*.`` wildcard label."""
-    if not isinstance(name, str) or not name or len(name) > 253:
-        return False
-    labels = name.split(".")
-    if labels[0] == "*" and len(labels) > 1:
-        labels = labels[1:]
-    return all(_DNS_LABEL.match(label) for label in labels)
-
-
-def _builder(
-    subject: x509.Name,
-    issuer: x509.Name,
-    public_key: ec.EllipticCurvePublicKey,
-    not_before: datetime.datetime,
-    not_after: datetime.datetime,
-) -> x509.CertificateBuilder:
-    return (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(issuer)
-        .public_key(public_key)
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-    )
-
-
-def _key_usage(*, cert_sign: bool) -> x509.KeyUsage:
-    """CA keys only sign certificates/CRLs; the serving key only signs TLS handshakes."""
-    return x509.KeyUsage(
-        digital_signature=not cert_sign,
-        content_commitment=False,
-        key_encipherment=False,
-        data_encipherment=False,
-        key_agreement=False,
-        key_cert_sign=cert_sign,
-        crl_sign=cert_sign,
-        encipher_only=False,
-        decipher_only=False,
-    )
-
-
-def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-
-
-def write_atomic(path: str, data: bytes, mode: int) -> None:
-    """Temp file + ``os.replace`` so readers see the old file or the new one, never half of one."""
-    directory, name = os.path.split(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory or ".")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), mode)  # before writing, so key bytes never sit in a looser-mode file
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``generate`` on the ``kubenexus certs`` subparsers."""
     p = subparsers.add_parser("generate", help="generate a self-signed CA and webhook serving certificate")
     p.add_argument("--service", required=True, help="webhook Service name")

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
 log = logging.getLogger("kubenexus.certs")
 
@@ -28,9 +29,8 @@ class CertificateUnavailable(ssl.SSLError):
     """No valid certificate pair has been loaded yet."""
 
 
-def _public(data: bytes, loader: Callable[[bytes], object]) -> bytes:
-    obj = loader(data)
-    return obj.public_key().public_bytes(  # type: ignore[attr-defined]
+def _public(data: bytes, loader: Callable[[bytes], x509.Certificate | PrivateKeyTypes]) -> bytes:
+    return loader(data).public_key().public_bytes(
         serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 

@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from gang.names import DNS1123_LABEL, is_dns_name, is_ip
+
 KEEP_SCHEDULER = "keep"
 AUTO_INJECT_MODES = ("namespaces", "all")
 # self-managed: the webhook runs ``kubenexus certs ensure`` itself; external: cert-manager (or anyone else)
@@ -61,7 +63,7 @@ class Config:
     bind_timeout_seconds: float = 30.0
     queued_pod_seconds: float = 10.0
     controller_port: int = 8080
-    # --- serving certificate (certs/ensure.py) ---
+    # --- serving certificate (certs/) ---
     certs_mode: str = "self-managed"
     certs_secret: str = "kubenexus-webhook-tls"
     certs_service: str = "kubenexus-webhook"
@@ -145,17 +147,14 @@ def _choice(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
     return parse
 
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-
-
 def _namespace(value: Any, name: str) -> str:
-    if not isinstance(value, str) or not _DNS_LABEL.match(value):
+    if not isinstance(value, str) or not DNS1123_LABEL.match(value):
         raise ConfigError(f"{name}: expected a namespace name (DNS label), got {value!r}")
     return value
 
 
 def _object_name(value: Any, name: str) -> str:
-    if not isinstance(value, str) or not _DNS_LABEL.match(value):
+    if not isinstance(value, str) or not DNS1123_LABEL.match(value):
         raise ConfigError(f"{name}: expected an object name (DNS-1123 label), got {value!r}")
     return value
 
@@ -177,8 +176,6 @@ def _cross_check(config: Config) -> Config:
     if not config.admission_deadline_seconds < MAX_WEBHOOK_TIMEOUT_SECONDS:
         raise ConfigError("admissionDeadlineSeconds: must be well inside the webhook configurations' timeoutSeconds "
                           f"(at most {MAX_WEBHOOK_TIMEOUT_SECONDS}), got {config.admission_deadline_seconds}")
-    from certs.generate import is_dns_name, is_ip  # lazily: gang must not import certs at module load
-
     for san in config.certs_extra_sans:
         if not is_dns_name(san) and not is_ip(san):
             raise ConfigError(f"certs.extraSANs: {san!r} is neither a DNS name nor an IP address")

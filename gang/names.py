@@ -1,14 +1,18 @@
-"""Label-value names: gang names must be valid label values, never rejected by the apiserver."""
+"""Names the apiserver and TLS clients accept: label values (gang names), DNS-1123 labels (object names),
+DNS names and IP addresses (a serving certificate's SANs, also validated in the configuration)."""
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import re
 
 MAX_LABEL_VALUE = 63
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _INVALID_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 _HASH_LEN = 10
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_LABEL = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?$")
 
 
 def is_label_value(value: str) -> bool:
@@ -29,3 +33,21 @@ def label_value(name: str) -> str:
     stem = _INVALID_CHARS.sub("-", name)[: MAX_LABEL_VALUE - _HASH_LEN - 1]
     stem = stem.strip("-_.")
     return f"{stem}-{digest}" if stem else digest
+
+
+def is_ip(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
+def is_dns_name(name: object) -> bool:
+    """A hostname, optionally with a leading ``*.`` wildcard label."""
+    if not isinstance(name, str) or not name or len(name) > 253:
+        return False
+    labels = name.split(".")
+    if labels[0] == "*" and len(labels) > 1:
+        labels = labels[1:]
+    return all(_DNS_LABEL.match(label) for label in labels)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from certs.ensure import load_bundle, signed_by
+from certs.issue import load_bundle, signed_by
 from controller.run import LEASE_NAME
 from gang import keys
 from gang.config import Config, ConfigError, config_from_text, config_or_exit

@@ -18,7 +18,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from certs.generate import GeneratedCerts, add_parser, generate, serving_dns_names
+from certs.generate import GeneratedCerts, add_parser, generate
+from certs.issue import serving_dns_names
 
 SVC, NS = "svc", "ns"
 

@@ -33,8 +33,12 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from certs import ensure as ens
-from certs.generate import generate, key_pem, new_ca, new_serving_cert, write_atomic
+from certs import issue, store
+from certs.generate import generate
+from certs.issue import key_pem, new_ca, new_serving_cert
+from certs.publish import Phase
 from certs.reload import ReloadingContext
+from certs.store import write_atomic
 from cluster.local import LocalCluster
 from gang.config import ConfigError, load_config
 from kube.client import new_api_client
@@ -44,7 +48,7 @@ from tests.conftest import wait_for
 NS = "kubenexus-system"
 WEBHOOK_IDENTITY = f"system:serviceaccount:{NS}:kubenexus-webhook"
 DAY, HOUR = datetime.timedelta(days=1), datetime.timedelta(hours=1)
-POLICY = ens.Policy()  # 365 d serving, 3650 d CA, renew 30 d before, 1 h overlap
+POLICY = issue.Policy()  # 365 d serving, 3650 d CA, renew 30 d before, 1 h overlap
 
 
 @pytest.fixture(scope="module")
@@ -92,20 +96,20 @@ def install(kube: client.ApiClient, name: str, url: str = "https://127.0.0.1:9/x
     adm.create_validating_webhook_configuration(validating)
 
 
-def new_target(kube: client.ApiClient, **extra: Any) -> ens.Target:
+def new_target(kube: client.ApiClient, **extra: Any) -> issue.Target:
     """A fresh Secret/configuration name pair per test, configurations installed."""
     name = f"t-{uuid.uuid4().hex[:8]}"
     install(kube, name)
-    return ens.Target(NS, "kubenexus-webhook", f"{name}-tls", name, **extra)
+    return issue.Target(NS, "kubenexus-webhook", f"{name}-tls", name, **extra)
 
 
-def read_secret(kube: client.ApiClient, target: ens.Target) -> tuple[dict[str, bytes], dict[str, str], str]:
+def read_secret(kube: client.ApiClient, target: issue.Target) -> tuple[dict[str, bytes], dict[str, str], str]:
     secret = client.CoreV1Api(kube).read_namespaced_secret(target.secret, NS)
     data = {k: base64.b64decode(v) for k, v in (secret.data or {}).items()}
     return data, dict(secret.metadata.annotations or {}), secret.metadata.resource_version
 
 
-def config_bundles(kube: client.ApiClient, target: ens.Target) -> dict[str, list[str]]:
+def config_bundles(kube: client.ApiClient, target: issue.Target) -> dict[str, list[str]]:
     """Every entry's caBundle, per configuration kind; and each configuration's resourceVersion."""
     adm = client.AdmissionregistrationV1Api(kube)
     out = {}
@@ -121,31 +125,31 @@ def cert(data: bytes) -> x509.Certificate:
     return x509.load_pem_x509_certificate(data)
 
 
-def ca_renewal_time(raw: Any, target: ens.Target) -> datetime.datetime:
+def ca_renewal_time(raw: Any, target: issue.Target) -> datetime.datetime:
     """Just past the CA's renewal time, after the passes that would have run until then: the last one,
     two days before, re-issued the (by then long expired) serving certificate up to the CA's expiry."""
     data = {k: base64.b64decode(v) for k, v in ens.ensure(raw, target, POLICY).secret["data"].items()}
-    renew_at = cert(data[ens.CA_CRT]).not_valid_after_utc - POLICY.renew_before
+    renew_at = cert(data[store.CA_CRT]).not_valid_after_utc - POLICY.renew_before
     result = ens.ensure(raw, target, POLICY, now=renew_at - 2 * DAY)
-    assert result.actions == ["serving certificate re-issued (expired)"] and result.phase == ens.PHASE_STEADY
+    assert result.actions == ["serving certificate re-issued (expired)"] and result.phase == Phase.STEADY
     return renew_at + HOUR
 
 
-def assert_consistent(kube: client.ApiClient, target: ens.Target, now: datetime.datetime | None = None) -> None:
+def assert_consistent(kube: client.ApiClient, target: issue.Target, now: datetime.datetime | None = None) -> None:
     """The invariants every finished pass leaves: ca.crt signs tls.crt, the key matches, the bundle
     trusts the serving certificate, and every entry of both configurations carries the bundle."""
     now = now or datetime.datetime.now(datetime.UTC)
     data, annotations, _ = read_secret(kube, target)
-    assert {ens.TLS_CRT, ens.TLS_KEY, ens.CA_CRT, ens.CA_KEY, ens.CA_BUNDLE} <= set(data)
-    serving, ca = cert(data[ens.TLS_CRT]), cert(data[ens.CA_CRT])
-    assert ens.signed_by(serving, ca)
-    assert ens.serving_problem(serving, ens.load_key(data[ens.TLS_KEY]), ca, target, now) is None
-    bundle = ens.load_bundle(data[ens.CA_BUNDLE])
-    assert ca in bundle and any(ens.signed_by(serving, c) for c in bundle)
-    wanted = base64.b64encode(data[ens.CA_BUNDLE]).decode()
+    assert {store.TLS_CRT, store.TLS_KEY, store.CA_CRT, store.CA_KEY, store.CA_BUNDLE} <= set(data)
+    serving, ca = cert(data[store.TLS_CRT]), cert(data[store.CA_CRT])
+    assert issue.signed_by(serving, ca)
+    assert issue.serving_problem(serving, issue.load_key(data[store.TLS_KEY]), ca, target, now) is None
+    bundle = issue.load_bundle(data[store.CA_BUNDLE])
+    assert ca in bundle and any(issue.signed_by(serving, c) for c in bundle)
+    wanted = base64.b64encode(data[store.CA_BUNDLE]).decode()
     bundles = config_bundles(kube, target)
     assert bundles["mutating"] == [wanted] * 2 and bundles["validating"] == [wanted] * 3
-    assert ens.ANNOTATION_PUBLISHED in annotations
+    assert store.ANNOTATION_PUBLISHED in annotations
 
 
 # --- configuration ------------------------------------------------------------------------------
@@ -156,16 +160,16 @@ def test_config_defaults_and_validation(tmp_path: Path) -> None:
     assert (default.certs_mode, default.certs_secret, default.certs_webhook_configuration) == (
         "self-managed", "kubenexus-webhook-tls", "kubenexus-gang-admission")
     target, policy = ens.from_config(default)
-    assert target == ens.Target() and policy == ens.Policy()
+    assert target == issue.Target() and policy == issue.Policy()
     path = tmp_path / "c.yaml"
     path.write_text("certs: {mode: external, overlapHours: 0.5, extraSANs: [127.0.0.1, localhost]}\n")
     loaded = load_config(str(path), {"KUBENEXUS_CERTS_RENEW_BEFORE_DAYS": "10"})
     assert (loaded.certs_mode, loaded.certs_overlap_hours, loaded.certs_renew_before_days) == ("external", 0.5, 10)
     assert ens.from_config(loaded)[0].ips() == [ipaddress.ip_address("127.0.0.1")]
     with pytest.raises(ValueError, match="service"):  # what --service etc. go through
-        ens.Target(service="Not_A_Name")
+        issue.Target(service="Not_A_Name")
     with pytest.raises(ValueError, match="overlap"):
-        ens.Policy(overlap=20 * DAY)
+        issue.Policy(overlap=20 * DAY)
     for env, words in ((("KUBENEXUS_CERTS_MODE", "cert-manager"), "CERTS_MODE"),
                        (("KUBENEXUS_CERTS_RENEW_BEFORE_DAYS", "400"), "renewBeforeDays"),
                        (("KUBENEXUS_CERTS_OVERLAP_HOURS", "400"), "overlapHours"),
@@ -182,14 +186,14 @@ def test_config_defaults_and_validation(tmp_path: Path) -> None:
 def test_first_ensure_creates_the_secret_and_patches_both_configurations(kube, raw) -> None:
     target = new_target(kube)
     result = ens.ensure(raw, target, POLICY)
-    assert result.actions[:2] == ["Secret created", "CA created"] and result.phase == ens.PHASE_STEADY
+    assert result.actions[:2] == ["Secret created", "CA created"] and result.phase == Phase.STEADY
     assert result.patched == ["mutating", "validating"] and not result.missing
     secret = client.CoreV1Api(kube).read_namespaced_secret(target.secret, NS)
     assert secret.type == "kubernetes.io/tls"
     assert secret.metadata.labels == {"app.kubernetes.io/managed-by": "kubenexus"}
     data, _, _ = read_secret(kube, target)
-    assert ens.load_bundle(data[ens.CA_BUNDLE]) == [cert(data[ens.CA_CRT])]  # one CA, nothing to overlap
-    sans = cert(data[ens.TLS_CRT]).extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert issue.load_bundle(data[store.CA_BUNDLE]) == [cert(data[store.CA_CRT])]  # one CA, nothing to overlap
+    sans = cert(data[store.TLS_CRT]).extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert sans.get_values_for_type(x509.DNSName) == [
         "kubenexus-webhook", f"kubenexus-webhook.{NS}", f"kubenexus-webhook.{NS}.svc",
         f"kubenexus-webhook.{NS}.svc.cluster.local"]
@@ -204,7 +208,7 @@ def test_second_ensure_is_a_no_op(kube, raw, tmp_path) -> None:
     assert not result.changed and result.passes == 1
     assert (read_secret(kube, target), config_bundles(kube, target), sorted(os.listdir(tmp_path))) == before
     assert sorted(os.listdir(tmp_path)) == ["tls.crt", "tls.key"]  # the CA key never lands on the pod's disk
-    assert (tmp_path / "tls.crt").read_bytes() == before[0][0][ens.TLS_CRT]
+    assert (tmp_path / "tls.crt").read_bytes() == before[0][0][store.TLS_CRT]
 
 
 def test_drift_is_repaired(kube, raw) -> None:
@@ -223,19 +227,19 @@ def test_drift_is_repaired(kube, raw) -> None:
     assert sorted(result.patched) == ["mutating", "validating"] and not result.actions
     _, annotations, _ = read_secret(kube, target)
     # The configurations trusted something else until now: the overlap clock restarts.
-    assert annotations[ens.ANNOTATION_PUBLISHED] == _stamp(later)
+    assert annotations[store.ANNOTATION_PUBLISHED] == _stamp(later)
     assert_consistent(kube, target)
 
     # A tampered bundle in the Secret itself is rebuilt, and the configurations follow.
     core = client.CoreV1Api(kube)
-    core.patch_namespaced_secret(target.secret, NS, {"data": {ens.CA_BUNDLE: stranger}})
+    core.patch_namespaced_secret(target.secret, NS, {"data": {store.CA_BUNDLE: stranger}})
     result = ens.ensure(raw, target, POLICY)
     assert sorted(result.patched) == ["mutating", "validating"]
     assert_consistent(kube, target)
 
 
 def test_missing_configurations_are_reported_never_created(kube, raw) -> None:
-    target = ens.Target(NS, "kubenexus-webhook", f"m-{uuid.uuid4().hex[:6]}", "not-installed")
+    target = issue.Target(NS, "kubenexus-webhook", f"m-{uuid.uuid4().hex[:6]}", "not-installed")
     result = ens.ensure(raw, target, POLICY)
     assert result.missing == ["mutating", "validating"] and not result.patched
     adm = client.AdmissionregistrationV1Api(kube)
@@ -249,16 +253,16 @@ def test_serving_certificate_near_expiry_is_reissued_by_the_same_ca(kube, raw) -
     ens.ensure(raw, target, POLICY)
     data, _, _ = read_secret(kube, target)
     bundles = config_bundles(kube, target)
-    old = cert(data[ens.TLS_CRT])
+    old = cert(data[store.TLS_CRT])
     not_yet = old.not_valid_after_utc - POLICY.renew_before - HOUR
     assert not ens.ensure(raw, target, POLICY, now=not_yet).changed
     soon = old.not_valid_after_utc - POLICY.renew_before + HOUR
     result = ens.ensure(raw, target, POLICY, now=soon)
     assert result.actions == ["serving certificate re-issued (near expiry)"] and not result.patched
     after, _, _ = read_secret(kube, target)
-    assert after[ens.CA_CRT] == data[ens.CA_CRT] and after[ens.CA_BUNDLE] == data[ens.CA_BUNDLE]
-    assert after[ens.TLS_CRT] != data[ens.TLS_CRT] and after[ens.TLS_KEY] != data[ens.TLS_KEY]
-    assert cert(after[ens.TLS_CRT]).not_valid_after_utc > soon + POLICY.renew_before
+    assert after[store.CA_CRT] == data[store.CA_CRT] and after[store.CA_BUNDLE] == data[store.CA_BUNDLE]
+    assert after[store.TLS_CRT] != data[store.TLS_CRT] and after[store.TLS_KEY] != data[store.TLS_KEY]
+    assert cert(after[store.TLS_CRT]).not_valid_after_utc > soon + POLICY.renew_before
     assert config_bundles(kube, target) == bundles  # the bundle did not change: nothing to publish
     assert_consistent(kube, target, soon)
 
@@ -268,17 +272,17 @@ def test_ca_rotation_publishes_then_swaps_then_drops(kube, raw, tmp_path) -> Non
     ens.ensure(raw, target, POLICY, cert_dir=str(tmp_path))
     t1 = ca_renewal_time(raw, target)
     first, _, _ = read_secret(kube, target)
-    old_ca = cert(first[ens.CA_CRT])
+    old_ca = cert(first[store.CA_CRT])
 
     # 1. The CA nears expiry: a new CA joins the bundle; the serving certificate stays as it is.
     result = ens.ensure(raw, target, POLICY, now=t1, cert_dir=str(tmp_path))
-    assert result.phase == ens.PHASE_NEW_CA and result.patched == ["mutating", "validating"]
+    assert result.phase == Phase.NEW_CA and result.patched == ["mutating", "validating"]
     data, annotations, _ = read_secret(kube, target)
-    new_ca_cert = cert(data[ens.NEXT_CA_CRT])
-    assert data[ens.CA_CRT] == first[ens.CA_CRT] and data[ens.TLS_CRT] == first[ens.TLS_CRT]
-    assert ens.load_bundle(data[ens.CA_BUNDLE]) == [old_ca, new_ca_cert]
-    assert annotations[ens.ANNOTATION_PUBLISHED] == _stamp(t1)
-    assert (tmp_path / "tls.crt").read_bytes() == first[ens.TLS_CRT]
+    new_ca_cert = cert(data[store.NEXT_CA_CRT])
+    assert data[store.CA_CRT] == first[store.CA_CRT] and data[store.TLS_CRT] == first[store.TLS_CRT]
+    assert issue.load_bundle(data[store.CA_BUNDLE]) == [old_ca, new_ca_cert]
+    assert annotations[store.ANNOTATION_PUBLISHED] == _stamp(t1)
+    assert (tmp_path / "tls.crt").read_bytes() == first[store.TLS_CRT]
     assert_consistent(kube, target, t1)
 
     # Not before the overlap window has passed.
@@ -287,22 +291,22 @@ def test_ca_rotation_publishes_then_swaps_then_drops(kube, raw, tmp_path) -> Non
     # 2. After it: the serving certificate is re-issued by the new CA; both CAs stay trusted.
     t2 = t1 + POLICY.overlap
     result = ens.ensure(raw, target, POLICY, now=t2, cert_dir=str(tmp_path))
-    assert result.phase == ens.PHASE_OLD_CA and not result.patched  # same two CAs: no new bundle
+    assert result.phase == Phase.OLD_CA and not result.patched  # same two CAs: no new bundle
     data, annotations, _ = read_secret(kube, target)
-    assert ens.NEXT_CA_CRT not in data and ens.NEXT_CA_KEY not in data
-    assert cert(data[ens.CA_CRT]) == new_ca_cert and ens.signed_by(cert(data[ens.TLS_CRT]), new_ca_cert)
-    assert set(ens.load_bundle(data[ens.CA_BUNDLE])) == {old_ca, new_ca_cert}
-    assert annotations[ens.ANNOTATION_SWAPPED] == _stamp(t2)
-    assert (tmp_path / "tls.crt").read_bytes() == data[ens.TLS_CRT]
+    assert store.NEXT_CA_CRT not in data and store.NEXT_CA_KEY not in data
+    assert cert(data[store.CA_CRT]) == new_ca_cert and issue.signed_by(cert(data[store.TLS_CRT]), new_ca_cert)
+    assert set(issue.load_bundle(data[store.CA_BUNDLE])) == {old_ca, new_ca_cert}
+    assert annotations[store.ANNOTATION_SWAPPED] == _stamp(t2)
+    assert (tmp_path / "tls.crt").read_bytes() == data[store.TLS_CRT]
     assert_consistent(kube, target, t2)
     assert not ens.ensure(raw, target, POLICY, now=t2 + POLICY.overlap - datetime.timedelta(seconds=1)).changed
 
     # 3. Once the new certificate has been served for the overlap window, the old CA goes.
     t3 = t2 + POLICY.overlap
     result = ens.ensure(raw, target, POLICY, now=t3)
-    assert result.phase == ens.PHASE_STEADY and result.patched == ["mutating", "validating"]
+    assert result.phase == Phase.STEADY and result.patched == ["mutating", "validating"]
     data, annotations, _ = read_secret(kube, target)
-    assert ens.load_bundle(data[ens.CA_BUNDLE]) == [new_ca_cert] and ens.ANNOTATION_SWAPPED not in annotations
+    assert issue.load_bundle(data[store.CA_BUNDLE]) == [new_ca_cert] and store.ANNOTATION_SWAPPED not in annotations
     assert_consistent(kube, target, t3)
     assert not ens.ensure(raw, target, POLICY, now=t3 + DAY).changed
 
@@ -314,19 +318,19 @@ def test_drift_during_rotation_restarts_the_overlap_window(kube, raw) -> None:
     ens.ensure(raw, target, POLICY, now=t1)  # new CA published
     client.AdmissionregistrationV1Api(kube).patch_validating_webhook_configuration(
         target.webhook_configuration, [{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle",
-                                        "value": base64.b64encode(data[ens.CA_CRT]).decode()}])
+                                        "value": base64.b64encode(data[store.CA_CRT]).decode()}])
     repaired_at = t1 + POLICY.overlap / 2
     assert ens.ensure(raw, target, POLICY, now=repaired_at).patched == ["validating"]
     # Overlap after the first publication, but not after the repair: the swap waits.
-    assert ens.ensure(raw, target, POLICY, now=t1 + POLICY.overlap).phase == ens.PHASE_NEW_CA
-    assert ens.ensure(raw, target, POLICY, now=repaired_at + POLICY.overlap).phase == ens.PHASE_OLD_CA
+    assert ens.ensure(raw, target, POLICY, now=t1 + POLICY.overlap).phase == Phase.NEW_CA
+    assert ens.ensure(raw, target, POLICY, now=repaired_at + POLICY.overlap).phase == Phase.OLD_CA
 
 
 def test_an_expired_ca_is_replaced_and_an_unusable_one_promotes_the_next(kube, raw) -> None:
     target = new_target(kube)
     ens.ensure(raw, target, POLICY)
     data, _, _ = read_secret(kube, target)
-    dead = cert(data[ens.CA_CRT]).not_valid_after_utc + DAY
+    dead = cert(data[store.CA_CRT]).not_valid_after_utc + DAY
     result = ens.ensure(raw, target, POLICY, now=dead)
     assert result.actions[0] == "CA replaced (the current one was unusable)"
     assert_consistent(kube, target, dead)
@@ -336,11 +340,11 @@ def test_an_expired_ca_is_replaced_and_an_unusable_one_promotes_the_next(kube, r
     ens.ensure(raw, target, POLICY, now=t1)
     data, _, _ = read_secret(kube, target)
     client.CoreV1Api(kube).patch_namespaced_secret(target.secret, NS, {"data": {
-        ens.CA_KEY: base64.b64encode(key_pem(ec.generate_private_key(ec.SECP256R1()))).decode()}})
+        store.CA_KEY: base64.b64encode(key_pem(ec.generate_private_key(ec.SECP256R1()))).decode()}})
     result = ens.ensure(raw, target, POLICY, now=t1)
-    assert result.phase == ens.PHASE_OLD_CA and result.actions[0].startswith("serving certificate re-issued by the new")
+    assert result.phase == Phase.OLD_CA and result.actions[0].startswith("serving certificate re-issued by the new")
     after, _, _ = read_secret(kube, target)
-    assert after[ens.CA_CRT] == data[ens.NEXT_CA_CRT]
+    assert after[store.CA_CRT] == data[store.NEXT_CA_CRT]
     assert_consistent(kube, target, t1)
 
 
@@ -349,14 +353,14 @@ def test_a_cert_manager_secret_is_left_alone(kube, raw) -> None:
     client.CoreV1Api(kube).create_namespaced_secret(NS, {
         "metadata": {"name": target.secret, "annotations": {"cert-manager.io/certificate-name": "x"}},
         "type": "kubernetes.io/tls", "data": {"tls.crt": "", "tls.key": ""}})
-    with pytest.raises(ens.EnsureError, match="cert-manager"):
+    with pytest.raises(store.EnsureError, match="cert-manager"):
         ens.ensure(raw, target, POLICY)
 
 
 # --- concurrency --------------------------------------------------------------------------------
 
 
-def _race(cluster: LocalCluster, target: ens.Target, runners: int, now: datetime.datetime | None = None
+def _race(cluster: LocalCluster, target: issue.Target, runners: int, now: datetime.datetime | None = None
           ) -> list[ens.Result]:
     """``runners`` passes released at once, each with its own client (its own connections)."""
     clients = [new_api_client(cluster.kubeconfig, pool_size=2, retries=0) for _ in range(runners)]
@@ -413,19 +417,19 @@ def test_concurrent_ensure_ends_with_one_consistent_secret_and_bundle(cluster, k
         results = _race(cluster, target, runners)
         data, _, _ = read_secret(kube, target)
         assert sum("Secret created" in r.actions for r in results) == 1  # one winner, the others adopted it
-        assert {r.secret["data"][ens.CA_CRT] for r in results} == {base64.b64encode(data[ens.CA_CRT]).decode()}
+        assert {r.secret["data"][store.CA_CRT] for r in results} == {base64.b64encode(data[store.CA_CRT]).decode()}
         assert_consistent(kube, target)
         # Racing through a rotation step too: one new CA, not one per replica.
         t1 = ca_renewal_time(raw, target)
         results = _race(cluster, target, runners, now=t1)
         assert sum(any(a.startswith("new CA added") for a in r.actions) for r in results) == 1
         rotated, _, _ = read_secret(kube, target)
-        assert len(ens.load_bundle(rotated[ens.CA_BUNDLE])) == 2 and ens.NEXT_CA_CRT in rotated
+        assert len(issue.load_bundle(rotated[store.CA_BUNDLE])) == 2 and store.NEXT_CA_CRT in rotated
         assert_consistent(kube, target, t1)
         results = _race(cluster, target, runners, now=t1 + POLICY.overlap)
         assert sum(any("by the new CA" in a for a in r.actions) for r in results) == 1
         swapped, _, _ = read_secret(kube, target)
-        assert swapped[ens.CA_CRT] == rotated[ens.NEXT_CA_CRT]
+        assert swapped[store.CA_CRT] == rotated[store.NEXT_CA_CRT]
         assert_consistent(kube, target, t1 + POLICY.overlap)
 
 
@@ -441,7 +445,7 @@ def test_cli_concurrent_processes(cluster, kube, tmp_path) -> None:
     assert sum(f"{NS}/{target.secret}: Secret created" in out for out, _ in outputs) == 1, outputs
     assert all("phase: steady" in out for out, _ in outputs)
     data, _, _ = read_secret(kube, target)
-    assert {(tmp_path / str(i) / "tls.crt").read_bytes() for i in range(3)} == {data[ens.TLS_CRT]}
+    assert {(tmp_path / str(i) / "tls.crt").read_bytes() for i in range(3)} == {data[store.TLS_CRT]}
     assert_consistent(kube, target)
     again, external = (subprocess.Popen(args, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                        for e in (env, {**env, "KUBENEXUS_CERTS_MODE": "external"}))
@@ -460,7 +464,7 @@ def _window() -> tuple[datetime.datetime, datetime.datetime]:
 
 
 def _stamp(when: datetime.datetime) -> str:
-    return ens.format_time(when)
+    return store.format_time(when)
 
 
 def _handshake(server: ssl.SSLContext) -> bytes:
@@ -581,17 +585,17 @@ def test_webhook_ensures_its_certificate_at_start_up_and_repairs_drift_periodica
                                   "extraSANs": ["127.0.0.1"], "checkIntervalSeconds": 0.5}})
     install(kube, name, url=hook.url)
     hook.start()  # nothing in the certificate directory, no Secret: start-up ensure makes both
-    target = ens.Target(NS, "kubenexus-webhook", f"{name}-tls", name, ("127.0.0.1",))
+    target = issue.Target(NS, "kubenexus-webhook", f"{name}-tls", name, ("127.0.0.1",))
     assert_consistent(kube, target)
     data, _, _ = read_secret(kube, target)
-    assert (hook.cert_dir / "tls.crt").read_bytes() == data[ens.TLS_CRT]
-    assert hook.served(data[ens.CA_BUNDLE]) == cert(data[ens.TLS_CRT]).public_bytes(Encoding.DER)
+    assert (hook.cert_dir / "tls.crt").read_bytes() == data[store.TLS_CRT]
+    assert hook.served(data[store.CA_BUNDLE]) == cert(data[store.TLS_CRT]).public_bytes(Encoding.DER)
     core = client.CoreV1Api(kube)
     core.create_namespaced_pod("default", _pod(f"{name}-a", name))  # failurePolicy Fail: the call succeeded
 
     client.AdmissionregistrationV1Api(kube).patch_mutating_webhook_configuration(name, [
         {"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": base64.b64encode(b"junk").decode()}])
-    wait_for(lambda: config_bundles(kube, target)["mutating"][0] == base64.b64encode(data[ens.CA_BUNDLE]).decode(),
+    wait_for(lambda: config_bundles(kube, target)["mutating"][0] == base64.b64encode(data[store.CA_BUNDLE]).decode(),
              10, "the periodic ensure repairing the mutating caBundle")
     core.create_namespaced_pod("default", _pod(f"{name}-b", name))
 
@@ -607,8 +611,8 @@ def test_ca_rotation_under_continuous_admission_traffic_fails_no_request(cluster
                 "server": {"workers": 2}}
     hook = new_webhook(settings)
     install(kube, name, url=hook.url)
-    target = ens.Target(NS, "kubenexus-webhook", f"{name}-tls", name, ("127.0.0.1",))
-    policy = ens.Policy(1.5 * DAY, 2 * DAY, DAY, datetime.timedelta(seconds=overlap))
+    target = issue.Target(NS, "kubenexus-webhook", f"{name}-tls", name, ("127.0.0.1",))
+    policy = issue.Policy(1.5 * DAY, 2 * DAY, DAY, datetime.timedelta(seconds=overlap))
     # A CA issued long enough ago that it reaches its renewal time a few seconds into the traffic.
     seeded_at = datetime.datetime.now(datetime.UTC) - (policy.ca_validity - policy.renew_before) + \
         datetime.timedelta(seconds=5)
@@ -639,18 +643,18 @@ def test_ca_rotation_under_continuous_admission_traffic_fails_no_request(cluster
         while not stop.is_set():
             secret = core.read_namespaced_secret(target.secret, NS)
             data = {k: base64.b64decode(v) for k, v in secret.data.items()}
-            bundle = len(ens.load_bundle(data[ens.CA_BUNDLE]))
-            phase = ens.PHASE_NEW_CA if ens.NEXT_CA_CRT in data else (
-                ens.PHASE_OLD_CA if bundle > 1 else ens.PHASE_STEADY)
-            if not phases or phases[-1][1:] != (phase, data[ens.CA_CRT]):
-                phases.append((time.monotonic(), phase, data[ens.CA_CRT]))
+            bundle = len(issue.load_bundle(data[store.CA_BUNDLE]))
+            phase = Phase.NEW_CA if store.NEXT_CA_CRT in data else (
+                Phase.OLD_CA if bundle > 1 else Phase.STEADY)
+            if not phases or phases[-1][1:] != (phase, data[store.CA_CRT]):
+                phases.append((time.monotonic(), phase, data[store.CA_CRT]))
             time.sleep(0.05)
 
     threads = [threading.Thread(target=traffic, args=(i,)) for i in range(3)] + [threading.Thread(target=observe)]
     for thread in threads:
         thread.start()
     try:
-        done = wait_for(lambda: len(phases) >= 4 and phases[-1][1] == ens.PHASE_STEADY, 25,
+        done = wait_for(lambda: len(phases) >= 4 and phases[-1][1] == Phase.STEADY, 25,
                         lambda: f"a full rotation; phases so far {[p[1] for p in phases]}")
         assert done
         mark = created[0]
@@ -659,8 +663,8 @@ def test_ca_rotation_under_continuous_admission_traffic_fails_no_request(cluster
         stop.set()
         for thread in threads:
             thread.join(30)
-    assert [p[1] for p in phases] == [ens.PHASE_STEADY, ens.PHASE_NEW_CA, ens.PHASE_OLD_CA, ens.PHASE_STEADY]
-    assert phases[0][2] == seeded[ens.CA_CRT] and phases[-1][2] != seeded[ens.CA_CRT]
+    assert [p[1] for p in phases] == [Phase.STEADY, Phase.NEW_CA, Phase.OLD_CA, Phase.STEADY]
+    assert phases[0][2] == seeded[store.CA_CRT] and phases[-1][2] != seeded[store.CA_CRT]
     # Each step waited for its overlap window (observed by polling every 50 ms).
     assert phases[2][0] - phases[1][0] >= overlap - 0.25 and phases[3][0] - phases[2][0] >= overlap - 0.25, phases
     assert failures == [], failures[:5]
@@ -668,7 +672,7 @@ def test_ca_rotation_under_continuous_admission_traffic_fails_no_request(cluster
     final, _, _ = read_secret(kube, target)
     assert_consistent(kube, target)
     # A new connection gets the new certificate, verified by the new CA alone: reloaded without a restart.
-    assert hook.served(final[ens.CA_CRT]) == cert(final[ens.TLS_CRT]).public_bytes(Encoding.DER)
+    assert hook.served(final[store.CA_CRT]) == cert(final[store.TLS_CRT]).public_bytes(Encoding.DER)
     assert hook.process is not None and hook.process.poll() is None
 
 
@@ -677,7 +681,7 @@ def test_external_mode_only_reloads_the_files(cluster, kube, tmp_path) -> None:
     connection, without a restart, and never touches Secrets or webhook configurations."""
     name = f"x-{uuid.uuid4().hex[:6]}"
     install(kube, name)
-    target = ens.Target(NS, secret=f"{name}-tls", webhook_configuration=name)
+    target = issue.Target(NS, secret=f"{name}-tls", webhook_configuration=name)
     before = config_bundles(kube, target)
     first = generate("kubenexus-webhook", NS, str(tmp_path / "first"), extra_ips=["127.0.0.1"])
     hook = LocalWebhook(tmp_path, first, cluster.add_user(WEBHOOK_IDENTITY), {"certs": {

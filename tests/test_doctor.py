@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives import serialization
 from kubernetes import client, config
 from kubernetes.client import ApiException
 
-from certs.generate import key_pem, new_serving_cert, serving_dns_names
+from certs.issue import key_pem, new_serving_cert, serving_dns_names
 from cluster.local import LocalCluster, NodeSpec
 from controller.run import Controller
 from gang.config import Config
