@@ -28,11 +28,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from certs.issue import Target, load_cert, load_key
+from gang.objects import Obj
 from kube.client import api_request
 
 log = logging.getLogger("kubenexus.certs")
-
-Obj = dict[str, Any]
 
 TLS_CRT, TLS_KEY, CA_CRT, CA_KEY, CA_BUNDLE = "tls.crt", "tls.key", "ca.crt", "ca.key", "ca-bundle.crt"
 NEXT_CA_CRT, NEXT_CA_KEY = "next-ca.crt", "next-ca.key"
