@@ -87,7 +87,7 @@ def validate_names(
 ) -> list[IPAddress]:
     """Reject bad input with a message naming the argument; returns the parsed IPs."""
     for arg, value in (("service", service), ("namespace", namespace)):
-        if not isinstance(value, str) or not DNS1123_LABEL.match(value):
+        if not isinstance(value, str) or not DNS1123_LABEL.fullmatch(value):
             raise ValueError(f"{arg}: {value!r} is not a DNS-1123 label (lowercase a-z0-9 and '-', max 63)")
     if isinstance(days, bool) or not isinstance(days, int) or days < 1:
         raise ValueError(f"days: must be an integer >= 1, got {days!r}")

@@ -39,7 +39,7 @@ class Target:
     def __post_init__(self) -> None:
         for arg in ("namespace", "service", "secret", "webhook_configuration"):
             value = getattr(self, arg)
-            if not isinstance(value, str) or not DNS1123_LABEL.match(value):
+            if not isinstance(value, str) or not DNS1123_LABEL.fullmatch(value):
                 raise ValueError(f"{arg}: {value!r} is not a DNS-1123 label (lowercase a-z0-9 and '-', max 63)")
         for san in self.extra_sans:
             if not is_ip(san) and not is_dns_name(san):

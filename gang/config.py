@@ -148,13 +148,13 @@ def _choice(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
 
 
 def _namespace(value: Any, name: str) -> str:
-    if not isinstance(value, str) or not DNS1123_LABEL.match(value):
+    if not isinstance(value, str) or not DNS1123_LABEL.fullmatch(value):
         raise ConfigError(f"{name}: expected a namespace name (DNS label), got {value!r}")
     return value
 
 
 def _object_name(value: Any, name: str) -> str:
-    if not isinstance(value, str) or not DNS1123_LABEL.match(value):
+    if not isinstance(value, str) or not DNS1123_LABEL.fullmatch(value):
         raise ConfigError(f"{name}: expected an object name (DNS-1123 label), got {value!r}")
     return value
 

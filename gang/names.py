@@ -50,4 +50,4 @@ def is_dns_name(name: object) -> bool:
     labels = name.split(".")
     if labels[0] == "*" and len(labels) > 1:
         labels = labels[1:]
-    return all(_DNS_LABEL.match(label) for label in labels)
+    return all(_DNS_LABEL.fullmatch(label) for label in labels)
