@@ -142,7 +142,7 @@ def _choice(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
     def parse(value: Any, name: str) -> str:
         if value not in choices:
             raise ConfigError(f"{name}: expected one of {', '.join(choices)}, got {value!r}")
-        return value
+        return str(value)
 
     return parse
 
