@@ -19,6 +19,7 @@ COPY webhook/ webhook/
 COPY certs/ certs/
 COPY cluster/ cluster/
 COPY controller/ controller/
+COPY workloads/ workloads/
 # Installs the wheel built from this tree and its dependencies (byte-compiled), then drops the installers.
 RUN /opt/kubenexus/bin/pip install . \
  && /opt/kubenexus/bin/pip uninstall --yes pip setuptools \

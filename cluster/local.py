@@ -131,7 +131,7 @@ class LocalCluster:
         if operators:  # the operators' CRDs come with them, as a Helm chart would install them
             from cluster.controllers import Client
             from cluster.crds import crd_manifests
-            from cluster.operators import start_operators
+            from cluster.operators.table import start_operators
 
             admin = Client(self.api, ADMIN)
             for crd in crd_manifests():

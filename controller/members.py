@@ -20,7 +20,7 @@ import msgspec
 from controller.capacity import allocatable, is_terminal, requests_of, with_pod_slot
 from controller.predicates import HOSTNAME_LABEL, HostPort, certifiability, host_ports, one_member_per_node
 from gang import keys
-from gang.adapters import adapter_for
+from gang.adapters.table import adapter_for
 from gang.kinds import INTERMEDIATE, split_api_version
 from gang.resources import Resources
 

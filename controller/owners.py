@@ -18,7 +18,7 @@ import jsonpatch
 from controller.members import PodView
 from controller.release import release_patch
 from gang import keys
-from gang.adapters import adapter_for
+from gang.adapters.table import adapter_for
 from gang.config import Config
 from gang.decide import Action, decide
 from gang.mutate import desired_pod

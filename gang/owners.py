@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from gang.adapters import adapter_for
 from gang.adapters.base import WorkloadAdapter
+from gang.adapters.table import adapter_for
 from gang.kinds import INTERMEDIATE, NON_BATCH_OWNERS, split_api_version
 from gang.objects import Deadline, LookupFailed, Obj, ObjectSource
 

@@ -28,9 +28,9 @@ from typing import Any, TypedDict
 import msgspec
 
 from gang import keys
-from gang.adapters import ADAPTERS
-from gang.adapters.training import TrainingJobAdapter
+from gang.adapters.table import ADAPTERS
 from gang.kinds import INTERMEDIATE, NAMESPACE, Kind
+from workloads.training.adapter import TrainingJobAdapter
 
 
 class _OwnerReference(TypedDict, total=False):

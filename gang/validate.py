@@ -18,7 +18,7 @@ from enum import IntEnum
 from typing import Any
 
 from gang import keys
-from gang.adapters import adapter_for
+from gang.adapters.table import adapter_for
 from gang.config import Config
 from gang.names import is_label_value
 from gang.objects import Obj

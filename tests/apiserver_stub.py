@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from gang.adapters import ADAPTERS
+from gang.adapters.table import ADAPTERS
 from gang.kinds import INTERMEDIATE, NAMESPACE, api_path, split_api_version
 
 _KINDS = {(k.group, k.kind): k for k in [*INTERMEDIATE.values(), NAMESPACE, *(a.kind for a in ADAPTERS)]}

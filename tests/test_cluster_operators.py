@@ -21,12 +21,12 @@ from cluster.controllers import Client, Loop
 from cluster.crds import crd_manifests
 from cluster.kubelet import Kubelet
 from cluster.local import ADMIN, LocalCluster
-from cluster.operators import OPERATORS, start_operators
 from cluster.operators.base import Operator
-from cluster.operators.ray import group_size
-from cluster.operators.spark import executor_count, resources
+from cluster.operators.table import OPERATORS, start_operators
 from cluster.scheduler import Scheduler
 from tests.conftest import wait_for
+from workloads.ray.emulator import group_size
+from workloads.spark.emulator import executor_count, resources
 
 Obj = dict[str, Any]
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"

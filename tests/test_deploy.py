@@ -34,7 +34,7 @@ from cluster.crds import crd_manifest
 from cluster.local import LocalCluster
 from cluster.selectors import selector_from_dict
 from gang import keys
-from gang.adapters import ADAPTERS
+from gang.adapters.table import ADAPTERS
 from gang.config import SYSTEM_NAMESPACES, Config, load_config
 from gang.quantity import parse_quantity
 from kubenexus.cli import parser as cli_parser

@@ -1,4 +1,4 @@
-"""The examples the README points at give the decisions it describes."""
+"""The examples the README points at give the decisions their records document (``workloads/<kind>/examples/``)."""
 
 from __future__ import annotations
 
@@ -10,25 +10,30 @@ import pytest
 
 from tests.conftest import KUBENEXUS
 from tests.contract import EXPECTED, GROUP
+from workloads import records
+from workloads.record import Example
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+WORKLOADS = Path(__file__).resolve().parent.parent / "workloads"
+EXAMPLES = [(name, example) for name, record in records().items() for example in record.examples]
 
 
-@pytest.mark.parametrize("pod, objects, action, group", [
-    ("spark-pi-driver", "spark-pi-objects", "gang", "spark-pi"),
-    ("spark-pi-executor", "spark-pi-objects", "gang", "spark-pi"),
-    ("pytorch-worker", "pytorch-objects", "gang", "resnet"),
-    ("batch-job-pod", "batch-job-objects", "skip", None),
-])
-def test_example(pod, objects, action, group):
-    done = subprocess.run([KUBENEXUS, "explain", "--pod", str(EXAMPLES / f"{pod}.yaml"), "--objects",
-                           str(EXAMPLES / f"{objects}.yaml"), "--output", "json"],
+@pytest.mark.parametrize("kind, example", EXAMPLES, ids=[example.pod for _, example in EXAMPLES])
+def test_example(kind: str, example: Example) -> None:
+    folder = WORKLOADS / kind / "examples"
+    done = subprocess.run([KUBENEXUS, "explain", "--pod", str(folder / example.pod), "--objects",
+                           str(folder / example.objects), "--output", "json"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    assert result["action"] == action
-    assert (result["pod"]["metadata"].get("labels") or {}).get(GROUP) == group
-    if pod == "spark-pi-driver":  # 10 executors of 2 cpu and 4g + max(384Mi, 10%) memory, on the batch pool
+    assert result["action"] == example.action
+    assert (result["pod"]["metadata"].get("labels") or {}).get(GROUP) == example.group
+    if example.pod == "spark-pi-driver.yaml":  # 10 executors of 2 cpu and 4g + max(384Mi, 10%) memory, batch pool
         expected = json.loads(result["pod"]["metadata"]["annotations"][EXPECTED])
         assert expected == [{"role": "executor", "count": 10, "requests": {"cpu": "2", "memory": "4505Mi"},
                              "nodeSelector": {"pool": "batch"}, "tolerations": [], "affinity": None}]
+
+
+def test_the_documented_examples_are_run() -> None:
+    """The four the README and DEVELOPERS.md mention, at least."""
+    assert {example.pod for _, example in EXAMPLES} >= {"spark-pi-driver.yaml", "spark-pi-executor.yaml",
+                                                         "pytorch-worker.yaml", "batch-job-pod.yaml"}

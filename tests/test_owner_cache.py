@@ -12,12 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from gang import slim
-from gang.adapters.batch import JobAdapter
-from gang.adapters.spark import ScheduledSparkApplicationAdapter, SparkApplicationAdapter
 from gang.kinds import JOB, NAMESPACE
 from gang.objects import LookupFailed, MemorySource
 from gang.owners import MAX_HOPS, Outcome, walk_owners
 from kube.owner_cache import CachedSource, deep_size
+from workloads.batch.adapter import JobAdapter
+from workloads.spark.adapter import ScheduledSparkApplicationAdapter, SparkApplicationAdapter
 
 NS = "team-a"
 SPARK = "sparkoperator.k8s.io/v1beta2"

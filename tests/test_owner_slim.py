@@ -14,7 +14,7 @@ import pytest
 from controller.members import pod_view
 from controller.owners import resolve, root_annotations
 from gang import keys, slim
-from gang.adapters import ADAPTERS, adapter_for
+from gang.adapters.table import ADAPTERS, adapter_for
 from gang.config import Config
 from gang.decide import Action, decide
 from gang.kinds import INTERMEDIATE, NAMESPACE, Kind, split_api_version

@@ -18,8 +18,8 @@ from __future__ import annotations
 import copy
 
 from cluster.operators.base import Operator, owner_ref, with_condition
-from cluster.operators.jobset import JOBSETS
 from cluster.store import Obj
+from workloads.jobset.emulator import JOBSETS
 
 TRAINJOBS = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
 RUNTIMES = ("trainer.kubeflow.org", "v1alpha1", "trainingruntimes")
@@ -81,3 +81,6 @@ class TrainJobController(Operator):
                 "metadata": {"name": train["metadata"]["name"], "labels": meta.get("labels") or {},
                              "annotations": meta.get("annotations") or {}, "ownerReferences": [owner_ref(train)]},
                 "spec": spec}
+
+
+OPERATORS: dict[str, type[Operator]] = {"trainjob-controller": TrainJobController}

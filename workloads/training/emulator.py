@@ -220,3 +220,12 @@ class JAXJobController(TrainingJobController):
 
     def is_master(self, specs: Obj, replica_type: str, index: int) -> bool:
         return index == 0
+
+
+OPERATORS: dict[str, type[Operator]] = {
+    "pytorchjob-controller": PyTorchJobController,
+    "tfjob-controller": TFJobController,
+    "xgboostjob-controller": XGBoostJobController,
+    "paddlejob-controller": PaddleJobController,
+    "jaxjob-controller": JAXJobController,
+}

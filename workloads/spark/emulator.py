@@ -330,3 +330,6 @@ class SparkDriver(Operator):
         if part.get("annotations"):
             pod_meta["annotations"] = dict(part["annotations"])
         return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec}
+
+
+OPERATORS: dict[str, type[Operator]] = {"spark-operator": SparkApplicationController, "spark-driver": SparkDriver}

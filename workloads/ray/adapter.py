@@ -92,3 +92,6 @@ class RayServiceAdapter(WorkloadAdapter):
 
     def native_scheduler(self, root: Obj) -> str | None:
         return _native(root, "RayService")
+
+
+ADAPTERS: tuple[WorkloadAdapter, ...] = (RayClusterAdapter(), RayJobAdapter(), RayServiceAdapter())

@@ -158,3 +158,10 @@ class RayServiceController(Operator):
         elif pending and (cluster.get("status") or {}).get("state") == "ready":
             self.patch_status(RAYSERVICES, service, {"activeServiceStatus": {"rayClusterName": pending},
                                                      "pendingServiceStatus": None, "serviceStatus": "Running"})
+
+
+OPERATORS: dict[str, type[Operator]] = {
+    "raycluster-controller": RayClusterController,
+    "rayjob-controller": RayJobController,
+    "rayservice-controller": RayServiceController,
+}

@@ -31,3 +31,6 @@ class CronJobAdapter(WorkloadAdapter):
 
     def membership(self, pod: Obj, chain: Chain) -> Membership:
         return _job_membership(chain.find("batch", "Job") or chain.root)
+
+
+ADAPTERS: tuple[WorkloadAdapter, ...] = (JobAdapter(), CronJobAdapter())

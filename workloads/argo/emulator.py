@@ -132,3 +132,6 @@ class WorkflowController(Operator):
                              "annotations": {f"{P}/node-name": node, f"{P}/node-id": _node_id(wf, node)},
                              "ownerReferences": [owner_ref(wf)]},
                 "spec": pod_spec}
+
+
+OPERATORS: dict[str, type[Operator]] = {"workflow-controller": WorkflowController}

@@ -19,8 +19,8 @@ import json
 
 from cluster.operators.base import JOBS, PODS, Operator, owner_ref, phase, pod_from_template, pod_ready
 from cluster.operators.job import job_finished
-from cluster.operators.training import finished, set_condition
 from cluster.store import Obj
+from workloads.training.emulator import finished, set_condition
 
 MPIJOBS = ("kubeflow.org", "v2beta1", "mpijobs")
 PREFIX = "training.kubeflow.org"
@@ -106,3 +106,6 @@ class MPIJobController(Operator):
                 "metadata": {"name": f"{job['metadata']['name']}-launcher", "labels": _labels(job, "launcher"),
                              "ownerReferences": [owner_ref(job)]},
                 "spec": job_spec}
+
+
+OPERATORS: dict[str, type[Operator]] = {"mpi-operator": MPIJobController}

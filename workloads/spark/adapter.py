@@ -151,3 +151,6 @@ class ScheduledSparkApplicationAdapter(WorkloadAdapter):
     def native_scheduler(self, root: Obj) -> str | None:
         scheduler = mapping(spec(root).get("template")).get("batchScheduler")
         return f"ScheduledSparkApplication uses spec.template.batchScheduler={scheduler}" if scheduler else None
+
+
+ADAPTERS: tuple[WorkloadAdapter, ...] = (SparkApplicationAdapter(), ScheduledSparkApplicationAdapter())

@@ -141,3 +141,9 @@ def _container_restarted(pod: Obj) -> bool:
     status = pod.get("status") or {}
     return any(c.get("restartCount", 0) > 0
                for c in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []))
+
+
+OPERATORS: dict[str, type[Operator]] = {
+    "leaderworkerset-controller": LeaderWorkerSetController,
+    "lws-pod-controller": LeaderPodController,
+}

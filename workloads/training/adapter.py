@@ -43,3 +43,5 @@ XGBOOST = TrainingJobAdapter("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs")
 PADDLE = TrainingJobAdapter("PaddleJob", "paddlejobs", "paddleReplicaSpecs")
 JAX = TrainingJobAdapter("JAXJob", "jaxjobs", "jaxReplicaSpecs")
 MPI_V1 = TrainingJobAdapter("MPIJob", "mpijobs", "mpiReplicaSpecs", api_versions=("v1",))
+
+ADAPTERS: tuple[WorkloadAdapter, ...] = (PYTORCH, TENSORFLOW, XGBOOST, PADDLE, JAX, MPI_V1)

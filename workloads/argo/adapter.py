@@ -21,3 +21,6 @@ class WorkflowAdapter(WorkloadAdapter):
             return not_member(f"Argo Workflow pods appear step by step; set {keys.MIN_AVAILABLE} "
                               "on the Workflow to gang them")
         return Membership(True, f"Argo Workflow with an explicit size of {size}", name_of(chain.root), size)
+
+
+ADAPTERS: tuple[WorkloadAdapter, ...] = (WorkflowAdapter(),)

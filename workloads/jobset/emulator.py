@@ -161,3 +161,6 @@ class JobSetController(Operator):
                 "metadata": {"name": name, "labels": template["metadata"]["labels"],
                              "annotations": template["metadata"]["annotations"], "ownerReferences": [owner_ref(js)]},
                 "spec": job_spec}
+
+
+OPERATORS: dict[str, type[Operator]] = {"jobset-controller": JobSetController}

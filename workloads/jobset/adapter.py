@@ -1,4 +1,4 @@
-"""JobSet (jobset.x-k8s.io) and TrainJob (trainer.kubeflow.org), which runs as a JobSet.
+"""JobSet (jobset.x-k8s.io); TrainJob (workloads/trainjob/) runs as one.
 
 Pods come from Jobs stamped out of ``spec.replicatedJobs``. Replicated jobs with
 ``dependsOn`` (or all but the first under ``startupPolicyOrder: InOrder``) start later; pods
@@ -80,16 +80,4 @@ class JobSetAdapter(WorkloadAdapter):
         return jobset_membership(pod, chain, chain.root, name_of(chain.root))
 
 
-class TrainJobAdapter(WorkloadAdapter):
-    """The opt-in is read on the TrainJob; the gang is computed from its JobSet."""
-
-    kind = Kind("trainer.kubeflow.org", "TrainJob", "trainjobs")
-
-    def pod_count(self, root: Obj) -> int | None:
-        return None  # the runtime decides the pods; validated against the JobSet at admission
-
-    def membership(self, pod: Obj, chain: Chain) -> Membership:
-        jobset = chain.find(GROUP, "JobSet")
-        if jobset is None:
-            return not_member("no JobSet between the pod and its TrainJob")
-        return jobset_membership(pod, chain, jobset, name_of(chain.root))
+ADAPTERS: tuple[WorkloadAdapter, ...] = (JobSetAdapter(),)

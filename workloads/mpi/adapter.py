@@ -19,8 +19,8 @@ from gang.adapters.base import (
     name_of,
     spec,
 )
-from gang.adapters.training import GROUP, min_available
 from gang.kinds import Kind
+from workloads.training.adapter import GROUP, min_available
 
 ROLE_LABEL = "training.kubeflow.org/job-role"
 
@@ -50,3 +50,6 @@ class MPIJobV2Adapter(WorkloadAdapter):
         expected = expected_from_template("launcher", 1, _replica(job_spec, "Launcher").get("template"))
         return Membership(True, "MPIJob worker: first stage, the launcher follows once workers are Ready",
                           group, size, expected=(expected,), pods=pods)
+
+
+ADAPTERS: tuple[WorkloadAdapter, ...] = (MPIJobV2Adapter(),)

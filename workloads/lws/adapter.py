@@ -63,3 +63,6 @@ class LeaderWorkerSetAdapter(WorkloadAdapter):
         expected = expected_from_template("worker", size - 1, template.get("workerTemplate"))
         return Membership(True, f"LeaderWorkerSet group {index} leader: first stage (LeaderReady)",
                           group, size, expected=(expected,))
+
+
+ADAPTERS: tuple[WorkloadAdapter, ...] = (LeaderWorkerSetAdapter(),)
