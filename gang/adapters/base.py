@@ -92,6 +92,9 @@ class WorkloadAdapter(ABC):
     # Owner kinds reached from this kind's objects through a reference *without*
     # ``controller: true`` because the operator never sets the flag.
     non_controller_owners: frozenset[tuple[str, str]] = frozenset()
+    # The fields of the root's ``spec`` this adapter reads (a TypedDict built from gang/shapes.py): the owner cache
+    # decodes objects of its kind with only these (gang/slim.py). None: it reads no spec field.
+    spec_shape: type | None = None
 
     @abstractmethod
     def membership(self, pod: Obj, chain: Chain) -> Membership:

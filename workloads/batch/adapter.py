@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from gang.adapters.base import Chain, Membership, Obj, WorkloadAdapter, job_pods, mapping, name_of, spec
 from gang.kinds import JOB, Kind
+from gang.shapes import JobSpec, JobTemplate
+
+
+class _CronJobShape(TypedDict, total=False):
+    jobTemplate: JobTemplate
 
 
 def _job_membership(job: Obj) -> Membership:
@@ -13,6 +20,7 @@ def _job_membership(job: Obj) -> Membership:
 
 class JobAdapter(WorkloadAdapter):
     kind = JOB
+    spec_shape = JobSpec
 
     def pod_count(self, root: Obj) -> int | None:
         return job_pods(spec(root))
@@ -25,6 +33,7 @@ class CronJobAdapter(WorkloadAdapter):
     """Opt-in on the CronJob, one gang per Job it creates (the Job's name is unique per run)."""
 
     kind = Kind("batch", "CronJob", "cronjobs")
+    spec_shape = _CronJobShape
 
     def pod_count(self, root: Obj) -> int | None:
         return job_pods(spec(mapping(spec(root).get("jobTemplate"))))

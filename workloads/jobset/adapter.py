@@ -8,6 +8,8 @@ of the first stage announce them. A JobSet restart recreates every Job with a ne
 
 from __future__ import annotations
 
+from typing import Any, TypedDict
+
 from gang.adapters.base import (
     Chain,
     Membership,
@@ -23,10 +25,23 @@ from gang.adapters.base import (
     spec,
 )
 from gang.kinds import Kind
+from gang.shapes import JobTemplate
 
 GROUP = "jobset.x-k8s.io"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
+
+
+class _ReplicatedJobShape(TypedDict, total=False):
+    name: Any
+    replicas: Any
+    dependsOn: Any
+    template: JobTemplate
+
+
+class _JobSetShape(TypedDict, total=False):
+    replicatedJobs: list[_ReplicatedJobShape]
+    startupPolicy: Any
 
 
 def _replicated_jobs(jobset_spec: Obj) -> list[Obj]:
@@ -72,6 +87,7 @@ def jobset_membership(pod: Obj, chain: Chain, jobset: Obj, group: str) -> Member
 
 class JobSetAdapter(WorkloadAdapter):
     kind = Kind(GROUP, "JobSet", "jobsets")
+    spec_shape = _JobSetShape
 
     def pod_count(self, root: Obj) -> int | None:
         return jobset_pod_count(spec(root))

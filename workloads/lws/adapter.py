@@ -8,6 +8,8 @@ announces them.
 
 from __future__ import annotations
 
+from typing import Any, TypedDict
+
 from gang.adapters.base import (
     Chain,
     Membership,
@@ -22,9 +24,20 @@ from gang.adapters.base import (
     spec,
 )
 from gang.kinds import Kind
+from gang.shapes import PodTemplate
 
 GROUP = "leaderworkerset.x-k8s.io"
 REVISION_LABEL = "leaderworkerset.sigs.k8s.io/template-revision-hash"
+
+
+class _TemplateShape(TypedDict, total=False):
+    size: Any
+    workerTemplate: PodTemplate
+
+
+class _LeaderWorkerSetShape(TypedDict, total=False):
+    startupPolicy: Any
+    leaderWorkerTemplate: _TemplateShape
 
 
 def _group_size(lws: Obj) -> int:
@@ -38,6 +51,7 @@ def _ordinal(name: str) -> str | None:
 
 class LeaderWorkerSetAdapter(WorkloadAdapter):
     kind = Kind(GROUP, "LeaderWorkerSet", "leaderworkersets")
+    spec_shape = _LeaderWorkerSetShape
 
     def pod_count(self, root: Obj) -> int | None:
         return _group_size(root)

@@ -7,6 +7,8 @@ is Ready, so gating the workers until it exists would deadlock: workers announce
 
 from __future__ import annotations
 
+from typing import Any, TypedDict
+
 from gang.adapters.base import (
     Chain,
     Membership,
@@ -20,9 +22,23 @@ from gang.adapters.base import (
     spec,
 )
 from gang.kinds import Kind
-from workloads.training.adapter import GROUP, min_available
+from gang.shapes import PodTemplate
+from workloads.training.adapter import GROUP, RunPolicyShape, min_available
 
 ROLE_LABEL = "training.kubeflow.org/job-role"
+
+
+class _ReplicasShape(TypedDict, total=False):
+    replicas: Any
+    template: PodTemplate  # the launcher is announced from its template
+
+
+class _MPIJobShape(TypedDict, total=False):
+    """A superset of the v1 MPIJob's (training adapter): the owner cache decodes both versions with it."""
+
+    runPolicy: RunPolicyShape
+    mpiReplicaSpecs: dict[str, _ReplicasShape]
+    launcherCreationPolicy: Any
 
 
 def _replica(job_spec: Obj, name: str) -> Obj:
@@ -32,6 +48,7 @@ def _replica(job_spec: Obj, name: str) -> Obj:
 class MPIJobV2Adapter(WorkloadAdapter):
     kind = Kind(GROUP, "MPIJob", "mpijobs")
     api_versions = ("v2beta1",)
+    spec_shape = _MPIJobShape
 
     def pod_count(self, root: Obj) -> int | None:
         return as_int(_replica(spec(root), "Worker").get("replicas"), 0) + 1

@@ -4,6 +4,8 @@ after the cluster is ready and is not part of the gang."""
 
 from __future__ import annotations
 
+from typing import Any, TypedDict
+
 from gang.adapters.base import (
     Chain,
     Membership,
@@ -20,6 +22,26 @@ from gang.kinds import Kind
 
 GROUP = "ray.io"
 SCHEDULER_LABEL = "ray.io/scheduler-name"
+
+
+class _WorkerGroupShape(TypedDict, total=False):
+    replicas: Any
+    minReplicas: Any
+    maxReplicas: Any
+    numOfHosts: Any
+
+
+class _ClusterShape(TypedDict, total=False):
+    enableInTreeAutoscaling: Any
+    workerGroupSpecs: list[_WorkerGroupShape]
+
+
+class _JobShape(TypedDict, total=False):
+    rayClusterSpec: _ClusterShape
+
+
+class _ServiceShape(TypedDict, total=False):
+    rayClusterConfig: _ClusterShape
 
 
 def cluster_pods(cluster_spec: Obj) -> int:
@@ -49,6 +71,7 @@ def _cluster_membership(chain: Chain, cluster_spec: Obj, group: str) -> Membersh
 
 class RayClusterAdapter(WorkloadAdapter):
     kind = Kind(GROUP, "RayCluster", "rayclusters")
+    spec_shape = _ClusterShape
 
     def pod_count(self, root: Obj) -> int | None:
         return cluster_pods(spec(root))
@@ -62,6 +85,7 @@ class RayClusterAdapter(WorkloadAdapter):
 
 class RayJobAdapter(WorkloadAdapter):
     kind = Kind(GROUP, "RayJob", "rayjobs")
+    spec_shape = _JobShape
 
     def pod_count(self, root: Obj) -> int | None:
         cluster_spec = mapping(spec(root).get("rayClusterSpec"))
@@ -80,6 +104,7 @@ class RayServiceAdapter(WorkloadAdapter):
     """An upgrade makes a second RayCluster next to the first: one gang per RayCluster."""
 
     kind = Kind(GROUP, "RayService", "rayservices")
+    spec_shape = _ServiceShape
 
     def pod_count(self, root: Obj) -> int | None:
         cluster_spec = mapping(spec(root).get("rayClusterConfig"))

@@ -8,6 +8,7 @@ is a late member of the same gang. Executor size follows Spark's own arithmetic.
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any, TypedDict
 
 from gang.adapters.base import (
     Chain,
@@ -31,6 +32,32 @@ ROLE_LABEL = "spark-role"
 MIB = Decimal(2**20)
 MIN_OVERHEAD_MIB = Decimal(384)
 _JVM_UNITS = {"k": Decimal(1) / 1024, "m": Decimal(1), "g": Decimal(1024), "t": Decimal(1024**2)}
+
+
+class _ExecutorShape(TypedDict, total=False):
+    instances: Any
+    cores: Any
+    coreRequest: Any
+    memory: Any
+    memoryOverhead: Any
+    gpu: Any
+    nodeSelector: Any
+    tolerations: Any
+    affinity: Any
+
+
+class _SparkShape(TypedDict, total=False):
+    type: Any
+    batchScheduler: Any
+    sparkConf: Any
+    memoryOverheadFactor: Any
+    nodeSelector: Any
+    executor: _ExecutorShape
+    dynamicAllocation: Any
+
+
+class _ScheduledShape(TypedDict, total=False):
+    template: _SparkShape
 
 
 def jvm_memory_mib(value: object) -> Decimal | None:
@@ -123,6 +150,7 @@ def _batch_scheduler(app: Obj) -> str | None:
 class SparkApplicationAdapter(WorkloadAdapter):
     kind = Kind(GROUP, "SparkApplication", "sparkapplications")
     non_controller_owners = frozenset({(GROUP, "ScheduledSparkApplication")})
+    spec_shape = _SparkShape
 
     def membership(self, pod: Obj, chain: Chain) -> Membership:
         return spark_membership(pod, chain.root)
@@ -138,6 +166,7 @@ class ScheduledSparkApplicationAdapter(WorkloadAdapter):
     """Opt-in on the schedule, one gang per run (the SparkApplication it created)."""
 
     kind = Kind(GROUP, "ScheduledSparkApplication", "scheduledsparkapplications")
+    spec_shape = _ScheduledShape
 
     def membership(self, pod: Obj, chain: Chain) -> Membership:
         app = chain.find(GROUP, "SparkApplication")

@@ -3,10 +3,27 @@ JAXJob and the v1 MPIJob. All pods are created together; one gang per job."""
 
 from __future__ import annotations
 
+from typing import Any, TypedDict
+
 from gang.adapters.base import Chain, Membership, Obj, WorkloadAdapter, as_int, mapping, name_of, spec
 from gang.kinds import Kind
 
 GROUP = "kubeflow.org"
+
+
+class RunPolicyShape(TypedDict, total=False):
+    schedulingPolicy: Any
+
+
+class _ReplicasShape(TypedDict, total=False):
+    replicas: Any
+
+
+def _training_shape(replica_field: str) -> type:
+    """``runPolicy`` plus the kind's own replica-spec map."""
+    fields = {"runPolicy": RunPolicyShape, replica_field: dict[str, _ReplicasShape]}
+    shape: type = TypedDict(f"_{replica_field}Spec", fields, total=False)  # type: ignore[misc]
+    return shape
 
 
 def min_available(job_spec: Obj) -> int | None:
@@ -26,6 +43,7 @@ class TrainingJobAdapter(WorkloadAdapter):
         self.kind = Kind(GROUP, kind, plural)
         self.replica_field = replica_field
         self.api_versions = api_versions
+        self.spec_shape = _training_shape(replica_field)
 
     def pod_count(self, root: Obj) -> int | None:
         return replica_total(spec(root).get(self.replica_field))
