@@ -43,7 +43,7 @@ def _steps(wf: Obj) -> list[list[tuple[str, Obj]]]:
     """Step groups of (node name, template) for the entrypoint."""
     spec, name = wf.get("spec") or {}, wf["metadata"]["name"]
     templates = {t.get("name"): t for t in spec.get("templates") or []}
-    entry = templates.get(spec.get("entrypoint")) or next(iter(templates.values()), {})
+    entry: Obj = templates.get(spec.get("entrypoint")) or next(iter(templates.values()), {})
     if "steps" not in entry:
         return [[(name, entry)]]
     return [[(f"{name}[{k}].{step.get('name')}", templates.get(step.get("template"), {})) for step in group]

@@ -70,7 +70,7 @@ class MPIJobController(Operator):
         conditions = set_condition((job.get("status") or {}).get("conditions"), "Created", "MPIJobCreated",
                                    f"MPIJob {job['metadata']['namespace']}/{name} is created.")
         ended = job_finished(launcher) if launcher is not None else ""
-        if ended:
+        if ended and launcher is not None:
             reason, message = next(((c.get("reason"), c.get("message")) for c in launcher["status"]["conditions"]
                                     if c.get("type") == ended), ("", ""))
             conditions = set_condition(conditions, "Succeeded" if ended == "Complete" else "Failed",

@@ -15,6 +15,8 @@ Failed (``jobDeploymentStatus`` Failed, reason SubmissionFailed).
 
 from __future__ import annotations
 
+from typing import cast
+
 from cluster.operators.base import (
     JOBS,
     PODS,
@@ -150,7 +152,7 @@ class RayServiceController(Operator):
         if not pending and not active:
             pending = f"{meta['name']}-raycluster-{random_suffix()}"
             self.patch_status(RAYSERVICES, service, {"pendingServiceStatus": {"rayClusterName": pending}})
-        name = pending or active
+        name = cast(str, pending or active)  # one is set by now
         cluster = self.get(RAYCLUSTERS, meta["namespace"], name)
         if cluster is None:
             self.create(RAYCLUSTERS, service,
