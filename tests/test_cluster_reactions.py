@@ -1,7 +1,7 @@
 """Each emulated operator's reaction to a member pod that is deleted (as a gang repair deletes it) or that fails
 (as when its kubelet rejects it), on a local cluster with every component running: recreated, job failed, group
-restarted, application retried. Expected reactions are the real operators' (see each module in
-cluster/operators/); no webhook is installed, so pods start as soon as they are scheduled.
+restarted, application retried. Expected reactions are the real operators' (see each kind's
+workloads/<kind>/emulator.py); no webhook is installed, so pods start as soon as they are scheduled.
 
 A pod is held Pending by a nodeSelector no node matches (``held``); "its kubelet" failing a pod is stood in for
 by a status patch, exactly what the kubelet writes when it rejects one.

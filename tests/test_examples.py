@@ -34,6 +34,6 @@ def test_example(kind: str, example: Example) -> None:
 
 
 def test_the_documented_examples_are_run() -> None:
-    """The four the README and DEVELOPERS.md mention, at least."""
+    """The README's (the Spark driver) and the others DEVELOPERS.md relies on stay listed in their records."""
     assert {example.pod for _, example in EXAMPLES} >= {"spark-pi-driver.yaml", "spark-pi-executor.yaml",
                                                          "pytorch-worker.yaml", "batch-job-pod.yaml"}

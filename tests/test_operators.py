@@ -23,6 +23,7 @@ from tests.contract import MIN as MIN_LABEL
 from tests.contract import SIGS_GROUP as COSCHED_GROUP
 from tests.contract import SIGS_MIN as COSCHED_MIN
 from tests.operator_fixtures import GI, MI, OPT_IN, Obj
+from workloads import records
 
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
@@ -335,6 +336,13 @@ SCENARIOS: dict[str, Builder] = {
     "cronjob": cronjob_run,
     "argo-with-min-available": argo_with_size,
 }
+
+
+def test_every_registered_root_kind_has_scenarios() -> None:
+    """A kind registered in workloads/ comes with pods shaped as its operator creates them, here."""
+    registered = {(f"{r.group}/{r.version}", r.kind) for record in records().values() for r in record.roots}
+    built = [build("ns", {}) for build in SCENARIOS.values()]
+    assert {(s.root["apiVersion"], s.root["kind"]) for s in built} == registered
 
 
 # --- helpers -------------------------------------------------------------------------------------
