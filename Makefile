@@ -37,7 +37,7 @@ lint: $(STAMP) typecheck
 	$(BIN)/ruff check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict --follow-imports=silent gang controller
+	$(BIN)/mypy --strict --follow-imports=silent gang controller workloads
 	$(BIN)/mypy kube webhook certs kubenexus cluster bench
 
 clean:

@@ -33,7 +33,7 @@ def _job_ready(job: Obj) -> bool:
     pods = spec.get("parallelism", 1)
     if spec.get("completions") is not None:
         pods = min(pods, spec["completions"])
-    return status.get("succeeded", 0) + status.get("ready", 0) >= pods
+    return bool(status.get("succeeded", 0) + status.get("ready", 0) >= pods)
 
 
 class JobSetController(Operator):
@@ -127,8 +127,8 @@ class JobSetController(Operator):
             return False
         replicas, c = target.get("replicas", 1), counts[target["name"]]
         if dependency.get("status") == "Complete":
-            return c["succeeded"] == replicas
-        return c["ready"] + c["succeeded"] + c["failed"] == replicas
+            return bool(c["succeeded"] == replicas)
+        return bool(c["ready"] + c["succeeded"] + c["failed"] == replicas)
 
     @staticmethod
     def _job(js: Obj, rjobs: list[Obj], rjob: Obj, index: int, name: str) -> Obj:

@@ -41,7 +41,8 @@ IDENTITY = ("ray-system", "kuberay-operator")
 def group_size(cluster_spec: Obj, group: Obj) -> int:
     low, high = group.get("minReplicas", 0), group.get("maxReplicas", 2**31 - 1)
     wanted = low if cluster_spec.get("enableInTreeAutoscaling") else group.get("replicas", 0)
-    return max(low, min(wanted, high)) * group.get("numOfHosts", 1)
+    size: int = max(low, min(wanted, high)) * group.get("numOfHosts", 1)
+    return size
 
 
 def _cluster(root: Obj, name: str, spec: Obj) -> Obj:

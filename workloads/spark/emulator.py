@@ -143,7 +143,7 @@ def should_retry(spec: Obj, status: Obj) -> bool:
     """``util.ShouldRetry``."""
     policy, state = restart_policy(spec), (status.get("applicationState") or {}).get("state")
     if state == "SUCCEEDING":
-        return policy["type"] == "Always"
+        return bool(policy["type"] == "Always")
     if state not in ("FAILING", "SUBMISSION_FAILED") or policy["type"] == "Never":
         return False
     if policy["type"] == "Always":
