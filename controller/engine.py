@@ -34,19 +34,12 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from controller.capacity import add, fits, subtract
+from controller.explain import slots_text, too_big_text
 from controller.integrity import BIND_TIMEOUT, INCOMPLETE, UNPLACEABLE, Integrity, Stuck
 from controller.members import Expected, GangKey, NodeView, PodView
-from controller.planner import (
-    Member,
-    NodeFree,
-    PlanResult,
-    check_placement,
-    never_fits,
-    plan,
-    slots_text,
-    too_big_text,
-)
+from controller.planner import PlanResult, check_placement, never_fits, plan
 from controller.predicates import HostPort, feasible_nodes, gang_member_port, names_nodes
+from controller.problem import Member, NodeFree
 from controller.rooms import RoomIndex, Rooms, Shape, prefix, shape_of
 from controller.state import ClusterState
 from gang import keys
@@ -351,7 +344,7 @@ class Engine:
         return PlanResult(None, 0, f"{reason}; at most {placed} of {total} members have room now")
 
     def _limiting(self, shape: Shape, nodes: frozenset[str], slots: int) -> str:
-        """``planner.limiting`` from room indexes of the shape's resources one at a time: an index stops walking
+        """``explain.limiting`` from room indexes of the shape's resources one at a time: an index stops walking
         once it has found room for more than ``slots``, so only the resource that runs out walks every node."""
         for resource, quantity in shape[1]:
             if quantity > 0 and self.rooms.index((shape[0], ((resource, quantity),)), nodes).slots(slots + 1) <= slots:

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from controller.capacity import fits, shortfall
+from controller.explain import needs_text
 from controller.members import PodView
-from controller.planner import needs_text
 from controller.predicates import NOT_READY, feasible_nodes
 from controller.state import ClusterState
 

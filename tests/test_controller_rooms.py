@@ -208,9 +208,9 @@ def test_feasibility_by_node_kind_is_feasibility_node_by_node() -> None:
 
 
 def test_the_resource_named_as_running_out_is_the_one_a_walk_over_every_node_finds() -> None:
-    """The engine reads it from single-resource room indexes kept across passes; planner.limiting walks the
+    """The engine reads it from single-resource room indexes kept across passes; explain.limiting walks the
     nodes' free capacity. Through changing loads, a gang that does not fit: the reasons must agree, pass after pass."""
-    from controller.planner import limiting
+    from controller.explain import limiting
 
     rng = random.Random(9)
     # 12 nodes of 16 cpu and 6 pod slots; a member takes 3 cpu: 5 per empty node by cpu, 6 by slots.
