@@ -38,7 +38,7 @@ from controller.explain import slots_text, too_big_text
 from controller.integrity import BIND_TIMEOUT, INCOMPLETE, UNPLACEABLE, Integrity, Stuck
 from controller.members import Expected, GangKey, NodeView, PodView
 from controller.planner import PlanResult, check_placement, never_fits, plan
-from controller.predicates import HostPort, feasible_nodes, gang_member_port, names_nodes
+from controller.predicates import HostPort, PodInfo, feasible, gang_member_port
 from controller.problem import Member, NodeFree
 from controller.rooms import RoomIndex, Rooms, Shape, prefix, shape_of
 from controller.state import ClusterState
@@ -186,7 +186,7 @@ class Engine:
     # --- static feasibility, cached per placement shape ----------------------------------------
 
     def feasible(self, key: str, spec: Mapping, usage: Mapping[str, Decimal]) -> frozenset[str]:
-        """The nodes that pass every static predicate for members of this placement key; evaluated once
+        """The nodes that pass every filter for members of this placement key; evaluated once
         per node kind (nodes that differ only in name), node by node only when the pod names nodes."""
         if self._feasible_version != self.state.shape_version:
             self._feasible.clear()
@@ -194,15 +194,15 @@ class Engine:
             self._feasible_version = self.state.shape_version
         nodes = self._feasible.get(key)
         if nodes is None:
-            requests = {r: v for r, v in usage.items() if r != "pods"}
-            if names_nodes(spec):
+            pod = PodInfo.of(spec, {r: v for r, v in usage.items() if r != "pods"})
+            if pod.names_nodes:
                 views = list(self.state.nodes.values())
             else:
                 if not self._kinds:
                     for view in self.state.nodes.values():
                         self._kinds.setdefault(view.kind, []).append(view)
                 views = [same[0] for same in self._kinds.values()]
-            names, _ = feasible_nodes(spec, [n.obj for n in views], requests, {n.name: n.allocatable for n in views})
+            names = feasible(pod, [view.info for view in views])
             if len(views) < len(self.state.nodes):
                 passed = set(names)
                 names = [view.name for same in self._kinds.values() if same[0].name in passed for view in same]
@@ -750,15 +750,13 @@ class Engine:
         return found
 
     def _admits(self, pod: PodView, node: str) -> bool:
-        """The node passes the pod's static predicates (taints, selector, affinity, resource kinds)."""
+        """The node passes the pod's filters (taints, selector, affinity, resource kinds)."""
         spec = pod.spec or {}
-        if not names_nodes(spec):
+        info = PodInfo.of(spec, {r: v for r, v in pod.usage.items() if r != "pods"})
+        if not info.names_nodes:
             return node in self.feasible(pod.key, spec, pod.usage)
         view = self.state.nodes.get(node)
-        if view is None:
-            return False
-        requests = {r: v for r, v in pod.usage.items() if r != "pods"}
-        return bool(feasible_nodes(spec, [view.obj], requests, {node: view.allocatable})[0])
+        return view is not None and bool(feasible(info, [view.info]))
 
     def _count_backfill(self, pod: PodView, node: str, claims: Mapping[str, Resources]) -> None:
         """A lower-ranked pod released onto a node a shadow plan claims takes from that plan's slack."""

@@ -21,10 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 
-from controller.capacity import fits, shortfall
+from controller.capacity import PODS, fits, shortfall
 from controller.explain import needs_text
 from controller.members import PodView
-from controller.predicates import NOT_READY, feasible_nodes
+from controller.predicates import NodeInfo, NodeReadiness, PodInfo, Unfit, unfit
 from controller.state import ClusterState
 
 # Why a member is stuck (a small fixed set: metric label values).
@@ -50,7 +50,7 @@ class Integrity:
     def __init__(self, state: ClusterState, bind_timeout: float) -> None:
         self.state = state
         self.bind_timeout = bind_timeout
-        self._admits: dict[str, tuple[str, str | None]] = {}  # uid -> (node shape, why the node refuses it)
+        self._admits: dict[str, tuple[str, Unfit | None]] = {}  # uid -> (node shape, why the node refuses it)
 
     def stuck(self, pod: PodView, now: float) -> Stuck | None:
         """Why a member the controller released will not bind where it was planned, else None."""
@@ -61,10 +61,10 @@ class Integrity:
             view = self.state.nodes.get(node)
             if view is None:
                 return Stuck(pod, UNPLACEABLE, f"{pod.name} was released onto node {node}, which is gone")
-            refused = self._refuses(pod, node, view.shape, view.obj, view.allocatable)
-            if refused and refused != NOT_READY:
+            refused = self._refuses(pod, view.shape, view.info)
+            if refused is not None and not isinstance(refused.filter, NodeReadiness):
                 return Stuck(pod, UNPLACEABLE, f"{pod.name} was released onto node {node}, which no longer admits it: "
-                                               f"{refused}")
+                                               f"{refused.reason}")
             room = self.state.bound_free(node)
             if not fits(pod.usage, room):
                 short = shortfall(pod.usage, room)
@@ -91,12 +91,12 @@ class Integrity:
         return Stuck(pod, ESCAPED, f"{pod.name} was released by someone else than the gate controller and is not "
                                    "bound; it is recreated through admission so that it starts with its gang")
 
-    def _refuses(self, pod: PodView, node: str, shape: str, obj: dict, allocatable: dict) -> str | None:
+    def _refuses(self, pod: PodView, shape: str, node: NodeInfo) -> Unfit | None:
+        """The first filter the planned node fails for the pod, cached until the node's shape changes."""
         cached = self._admits.get(pod.uid)
         if cached is None or cached[0] != shape:
-            requests = {r: v for r, v in pod.usage.items() if r != "pods"}
-            _, rejected = feasible_nodes(pod.spec or {}, [obj], requests, {node: allocatable})
-            cached = self._admits[pod.uid] = (shape, rejected.get(node))
+            requests = {r: v for r, v in pod.usage.items() if r != PODS}
+            cached = self._admits[pod.uid] = (shape, unfit(PodInfo.of(pod.spec or {}, requests), node))
         return cached[1]
 
     def prune(self, alive: Callable[[str], bool]) -> None:

@@ -168,13 +168,14 @@ def test_a_binding_member_gives_up_its_reservation_and_the_gang_view_is_rebuilt(
 
 def test_feasibility_by_node_kind_is_feasibility_node_by_node() -> None:
     """The engine evaluates the static predicates once per node kind (nodes alike but for name and hostname
-    label) unless a pod names nodes; either way the answer must be feasible_nodes over every node."""
-    from controller.predicates import feasible_nodes
+    label) unless a pod names nodes; either way the answer must be the filters' over every node object."""
+    from controller.predicates import NodeInfo, PodInfo, feasible
     from tests.test_controller_predicates import GPU, expr, required
     from tests.test_controller_predicates import node as full_node
 
     rng = random.Random(3)
     state = ClusterState()
+    objects = []
     for i in range(80):
         obj = full_node(f"n{i:02d}", labels={k: v for k, v in (("pool", rng.choice(["a", "b", None])),
                                                                ("zone", rng.choice(["1", "2"]))) if v},
@@ -184,6 +185,7 @@ def test_feasibility_by_node_kind_is_feasibility_node_by_node() -> None:
         if rng.random() < 0.9:  # most nodes carry their hostname label, some under another name, some none
             obj["metadata"]["labels"]["kubernetes.io/hostname"] = obj["metadata"]["name"] if i % 7 else f"h{i}"
         state.upsert_node(obj)
+        objects.append(obj)
     engine = Engine(state, Config())
     specs = [
         {},
@@ -202,8 +204,8 @@ def test_feasibility_by_node_kind_is_feasibility_node_by_node() -> None:
     assert len(kinds) < len(state.nodes) * 3 / 4, "the nodes above must share kinds, or this tests nothing"
     for i, spec in enumerate(specs):
         usage = {"cpu": D(1), "pods": D(1)} | ({"nvidia.com/gpu": D(1)} if "containers" in spec else {})
-        objects = [view.obj for view in state.nodes.values()]
-        expected, _ = feasible_nodes(spec, objects, {r: v for r, v in usage.items() if r != "pods"})
+        expected = feasible(PodInfo.of(spec, {r: v for r, v in usage.items() if r != "pods"}),
+                            [NodeInfo.of(obj) for obj in objects])
         assert engine.feasible(f"key-{i}", spec, usage) == frozenset(expected), spec
 
 
