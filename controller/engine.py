@@ -32,10 +32,11 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from enum import StrEnum
 
 from controller.capacity import add, fits, subtract
 from controller.explain import slots_text, too_big_text
-from controller.integrity import BIND_TIMEOUT, INCOMPLETE, UNPLACEABLE, Integrity, Stuck
+from controller.integrity import Integrity, Stuck, StuckReason
 from controller.members import Expected, GangKey, NodeView, PodView
 from controller.planner import PlanResult, check_placement, never_fits, plan
 from controller.predicates import HostPort, PodInfo, feasible, gang_member_port
@@ -46,12 +47,26 @@ from gang import keys
 from gang.config import Config
 from gang.resources import Resources
 
-RELEASE = "release"
-WAIT = "wait"
-NEVER_FITS = "never-fits"
-NOT_CERTIFIABLE = "not-certifiable"
-RUNNING = "running"
-EVICT = "evict"
+
+class Verdict(StrEnum):
+    """What a pass decided for a gang; the values are what ``kubenexus simulate`` prints."""
+
+    RELEASE = "release"
+    WAIT = "wait"
+    NEVER_FITS = "never-fits"
+    NOT_CERTIFIABLE = "not-certifiable"
+    RUNNING = "running"
+    EVICT = "evict"
+
+
+class Cause(StrEnum):
+    """Why a waiting gang waits."""
+
+    MEMBERS = "members"  # too few members exist yet
+    CAPACITY = "capacity"  # no plan over the free capacity
+    PINNING = "pinning"  # a mixed gang, and members are not pinned
+    QUEUE = "queue"  # pods queued for other schedulers could take the planned room
+
 
 # Root annotations the engine reads: (schedule timeout, best effort); see ``RootLookup``.
 RootLookup = Callable[[PodView], Mapping[str, str]]
@@ -76,7 +91,7 @@ class Eviction:
     key: GangKey
     owner: str
     pods: tuple[PodView, ...]
-    reason: str  # one of integrity.REASONS
+    reason: StuckReason
     message: str
     whole_gang: bool
 
@@ -85,7 +100,7 @@ class Eviction:
 class GangDecision:
     key: GangKey
     owner: str
-    decision: str
+    decision: Verdict
     reason: str
     plan: dict[str, str] = field(default_factory=dict)
     released: list[str] = field(default_factory=list)
@@ -93,7 +108,7 @@ class GangDecision:
     timed_out: bool = False
     present: int = 0
     size: int = 0
-    cause: str = ""  # why a waiting gang waits: "members", "capacity", "pinning" or "queue"
+    cause: Cause | StuckReason | None = None  # why a waiting gang waits, or why an evicted one could not start
 
     @property
     def name(self) -> str:
@@ -464,7 +479,7 @@ class Engine:
 
     def _evicted(self, gang: _Gang, result: GangDecision, stuck: Stuck, evictions: list[Eviction]) -> GangDecision:
         evictions.append(self._evict(gang, [stuck], whole_gang=True))
-        result.decision, result.reason, result.cause = EVICT, stuck.message, stuck.reason
+        result.decision, result.reason, result.cause = Verdict.EVICT, stuck.message, stuck.reason
         return result
 
     def _repair_slots(self, gang: _Gang, held: dict[GangKey, dict[str, Resources]]) -> Stuck | None:
@@ -482,9 +497,10 @@ class Engine:
         members = [self._expected_member(gang, i) for i in indexes]
         found = plan(members, self._nodes(members, gang, others, None))
         if not found.fits:
-            return Stuck(gang.sample, UNPLACEABLE, f"the room reserved for {len(indexes)} expected member(s) on "
-                                                   f"node(s) {', '.join(sorted(broken))} was taken by other pods and "
-                                                   f"no other node has room: {found.shortfall}")
+            return Stuck(gang.sample, StuckReason.UNPLACEABLE,
+                         f"the room reserved for {len(indexes)} expected member(s) on node(s) "
+                         f"{', '.join(sorted(broken))} was taken by other pods and no other node has room: "
+                         f"{found.shortfall}")
         for i, member in zip(indexes, members, strict=True):
             nodes[i] = found.placement[member.name]
         self._slots[gang.key] = tuple(nodes)
@@ -493,7 +509,7 @@ class Engine:
         held.update(self._held([gang], self._now))
         return None
 
-    def _base(self, gang: _Gang, now: float, decision: str, reason: str) -> GangDecision:
+    def _base(self, gang: _Gang, now: float, decision: Verdict, reason: str) -> GangDecision:
         live = gang.live
         return GangDecision(gang.key, gang.owner, decision, reason, waited=max(now - gang.oldest, 0.0),
                             present=len(live), size=gang.min_available)
@@ -503,14 +519,14 @@ class Engine:
         self._release(pod, node, releases)
         result.released.append(pod.name)
         result.plan[pod.name] = node
-        result.decision, result.reason = RELEASE, reason
+        result.decision, result.reason = Verdict.RELEASE, reason
 
     def _running(self, gang: _Gang, held: dict[GangKey, dict[str, Resources]], now: float,
                  releases: list[Release], evictions: list[Eviction]) -> tuple[GangDecision, list[PodView]]:
         """Stuck members first (see the module docstring); then late members into their slots and replacements
         into their predecessors' room; then finish a release under way (a crash can leave one half done).
         Returns the extra members still gated."""
-        result = self._base(gang, now, RUNNING, "released")
+        result = self._base(gang, now, Verdict.RUNNING, "released")
         whole = gang.key in self.state.whole
         stuck = self._stuck(gang, now)
         if stuck and not whole:
@@ -518,11 +534,11 @@ class Engine:
             # gang scheduler may be down): only a partial start, or a member that cannot bind at all, evicts the
             # gang. A late member's room is re-planned below (its slot): only the member itself is replaced.
             partial = bool(self.state.bound_members(gang.key))
-            fatal = [s for s in stuck if not gang.late(s.pod) and (s.reason != BIND_TIMEOUT or partial)]
+            fatal = [s for s in stuck if not gang.late(s.pod) and (s.reason != StuckReason.BIND_TIMEOUT or partial)]
             if fatal:
                 return self._evicted(gang, result, fatal[0], evictions), []
             stuck = [s for s in stuck if gang.late(s.pod)]
-        replaced = [s for s in stuck if s.reason in (UNPLACEABLE, BIND_TIMEOUT)]
+        replaced = [s for s in stuck if s.reason in (StuckReason.UNPLACEABLE, StuckReason.BIND_TIMEOUT)]
         if replaced:  # the replacement path: its creator makes it again, and it is released where it fits
             evictions.append(self._evict(gang, replaced, whole_gang=False))
             remaining = self._gang(gang.key)
@@ -558,7 +574,7 @@ class Engine:
                     self._released(result, pod, found.placement[pod.name], "completing a release started earlier",
                                    releases)
             elif not whole:  # half released (a crash, a deleted member) and no room for the rest: all or nothing
-                return self._evicted(gang, result, Stuck(finishing[0], INCOMPLETE, (
+                return self._evicted(gang, result, Stuck(finishing[0], StuckReason.INCOMPLETE, (
                     f"{len(started)} of {gang.needed} members were released and {len(finishing)} more find no room: "
                     f"{found.shortfall}")), evictions), []
             else:  # replacements of a gang that ran whole wait for room
@@ -631,23 +647,23 @@ class Engine:
         expected_note = f" ({len(gang.expected)} more expected later)" if gang.expected else ""
         root = self.roots(gang.sample)
         timeout = _seconds(root.get(keys.SCHEDULE_TIMEOUT_SECONDS)) or self.config.schedule_timeout_seconds
-        result = self._base(gang, now, WAIT, "")
+        result = self._base(gang, now, Verdict.WAIT, "")
         result.timed_out = result.waited > timeout
         if len(live) < needed:
-            result.cause = "members"
+            result.cause = Cause.MEMBERS
             result.reason = f"{len(live) + len(placed) + done}/{gang.needed} members present{expected_note}"
             return self._hold(gang, result, placed, now, evictions)
         reasons = sorted({p.uncertifiable for p in live if p.uncertifiable} |
                          {e.uncertifiable for e in gang.expected if e.uncertifiable})
         best_effort = root.get(keys.BEST_EFFORT) == "true"
         if reasons and not best_effort:
-            result.decision = NOT_CERTIFIABLE
+            result.decision = Verdict.NOT_CERTIFIABLE
             result.reason = (f"members have constraints the controller cannot check exactly: {'; '.join(reasons)}; "
                              f"set {keys.BEST_EFFORT}=true on the root to release on a best-effort plan")
             return self._hold(gang, result, placed, now, evictions)
         if not self.config.pin_members and len({(p.key, tuple(sorted(p.usage.items()))) for p in live} |
                                                {(e.key, tuple(sorted(e.usage.items()))) for e in gang.expected}) > 1:
-            result.cause = "pinning"
+            result.cause = Cause.PINNING
             result.reason = ("members differ and controller.pinMembers is false: only gangs of identical members "
                              "are released unpinned, since the scheduler may place a mixed gang differently")
             return self._hold(gang, result, placed, now, evictions)
@@ -675,7 +691,7 @@ class Engine:
         if found.fits:
             queued = self._queued_in_the_way(found.placement, members, now)
             if queued:
-                result.cause = "queue"
+                result.cause = Cause.QUEUE
                 result.reason = (f"all {len(found.placement)} members fit, but {len(queued)} pod(s) queued for other "
                                  f"schedulers could take the planned room before the gang binds (e.g. "
                                  f"{queued[0].namespace}/{queued[0].name}): released once they are placed")
@@ -691,7 +707,7 @@ class Engine:
             for pod in chosen:
                 self._release(pod, found.placement[pod.name], releases, reserved)
                 self._count_backfill(pod, found.placement[pod.name], claims)
-            result.decision = RELEASE
+            result.decision = Verdict.RELEASE
             result.plan = dict(found.placement)
             result.released = [p.name for p in chosen]
             nodes = len(set(found.placement.values()))
@@ -703,10 +719,10 @@ class Engine:
         members = [self._member(p, gang) for p in chosen] + expected
         never = self._never_fits(gang, members)
         if never:
-            result.decision = NEVER_FITS
+            result.decision = Verdict.NEVER_FITS
             result.reason = never
             return self._hold(gang, result, placed, now, evictions)
-        result.cause = "capacity"
+        result.cause = Cause.CAPACITY
         result.reason = found.shortfall
         if result.waited >= self.config.starvation_seconds:
             shadow = self._shadow(gang, members, claims, held)
@@ -724,7 +740,7 @@ class Engine:
         since = self._partial.setdefault(gang.key, now)
         if now - since <= self.config.bind_timeout_seconds:
             return result
-        return self._evicted(gang, result, Stuck(placed[0], INCOMPLETE, (
+        return self._evicted(gang, result, Stuck(placed[0], StuckReason.INCOMPLETE, (
             f"{len(placed)} of {gang.needed} members run without the gate controller's release and the rest could "
             f"not start with them for {now - since:.0f}s: {result.reason}")), evictions)
 

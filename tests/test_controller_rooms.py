@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from controller.engine import RELEASE, RUNNING, WAIT, Engine
+from controller.engine import Engine, Verdict
 from controller.rooms import RoomIndex, Rooms, prefix, room, shape_of
 from controller.state import ClusterState
 from gang.config import Config
@@ -118,21 +118,21 @@ def test_a_cached_not_yet_holds_until_room_frees_then_the_gang_goes() -> None:
         state.upsert_pod(pod(name, "6", node_name="a" if name == "web-0" else "b", phase="Running", gang=False))
     for i in range(2):
         state.upsert_pod(member(f"big-{i}", "5"))
-    assert decision(engine, "big") == WAIT
+    assert decision(engine, "big") == Verdict.WAIT
     freed = state.freed
     # Something else takes room: nothing freed, the cached answer stands (and is still right).
     state.upsert_pod(pod("web-2", "1", node_name="a", phase="Running", gang=False))
-    assert state.freed == freed and decision(engine, "big") == WAIT
+    assert state.freed == freed and decision(engine, "big") == Verdict.WAIT
     # A status update that changes nothing a decision reads frees nothing either.
     state.upsert_pod(pod("web-2", "1", node_name="a", phase="Running", gang=False))
     assert state.freed == freed
     # web-1 finishes: room frees on b, and the next pass plans again and releases.
     state.upsert_pod(pod("web-1", "6", node_name="b", phase="Succeeded", gang=False))
     assert state.freed > freed
-    assert decision(engine, "big") == WAIT, "5 + 5 cpu: b has 8 free now, a still has 1"
+    assert decision(engine, "big") == Verdict.WAIT, "5 + 5 cpu: b has 8 free now, a still has 1"
     state.delete_pod("uid-web-2")
     state.delete_pod("uid-web-0")
-    assert decision(engine, "big") == RELEASE
+    assert decision(engine, "big") == Verdict.RELEASE
 
 
 def test_a_nomination_given_up_frees_room_for_a_cached_gang() -> None:
@@ -143,17 +143,17 @@ def test_a_nomination_given_up_frees_room_for_a_cached_gang() -> None:
     state.upsert_pod(nominated)
     for i in range(2):
         state.upsert_pod(member(f"duo-{i}", "3"))
-    assert decision(engine, "duo") == WAIT
+    assert decision(engine, "duo") == Verdict.WAIT
     nominated["status"].pop("nominatedNodeName")
     state.upsert_pod(nominated)
-    assert decision(engine, "duo") == RELEASE
+    assert decision(engine, "duo") == Verdict.RELEASE
 
 
 def test_a_binding_member_gives_up_its_reservation_and_the_gang_view_is_rebuilt() -> None:
     state, engine = engine_with(node("a", cpu="8"))
     for i in range(2):
         state.upsert_pod(member(f"duo-{i}", "3"))
-    assert decision(engine, "duo") == RELEASE
+    assert decision(engine, "duo") == Verdict.RELEASE
     version = state.gang_versions[("ml", "duo", "root-duo")]
     freed = state.freed
     bound = member("duo-0", "3", node_name="a", phase="Running")
@@ -161,7 +161,7 @@ def test_a_binding_member_gives_up_its_reservation_and_the_gang_view_is_rebuilt(
     state.upsert_pod(bound)
     assert state.gang_versions[("ml", "duo", "root-duo")] > version
     assert state.freed > freed, "reserved → bound: the unbound share of the node shrank"
-    assert decision(engine, "duo") == RUNNING, "the other member is released already: nothing to do"
+    assert decision(engine, "duo") == Verdict.RUNNING, "the other member is released already: nothing to do"
     gates = [p.gates for p in state.members(("ml", "duo", "root-duo"))]
     assert tuple(sorted(gates)) == ((), (GATE,))
 
@@ -245,7 +245,7 @@ def test_the_resource_named_as_running_out_is_the_one_a_walk_over_every_node_fin
             state.delete_pod(f"uid-{added.pop(rng.randrange(len(added)))}")
         new_gang(f"big{step}")
         got = next(d for d in engine.cycle(1e10).gangs if d.name == f"big{step}")
-        assert got.decision == WAIT, got.reason
+        assert got.decision == Verdict.WAIT, got.reason
         slots = int(re.search(r"room for only (\d+)", got.reason).group(1))
         expected = limiting(usage, [state.free(n) for n in state.nodes], slots)
         seen.add(expected)
