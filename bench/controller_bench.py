@@ -720,7 +720,7 @@ def unrelease(world: World, engine: Engine | None, gangs: list[Gang]) -> None:
             world.state.pending.pop(uid, None)
             world.state.upsert_pod(pod, NOW)  # re-charged from scratch: gated and not pending is charged nowhere
         if engine is not None:
-            engine._slots.pop(gang.key, None)  # slots the mixed gang's release reserved for its executors
+            engine.books.slots.pop(gang.key, None)  # slots the mixed gang's release reserved for its executors
 
 
 def remove_gang(world: World, gang: Gang) -> None:

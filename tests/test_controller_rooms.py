@@ -206,7 +206,7 @@ def test_feasibility_by_node_kind_is_feasibility_node_by_node() -> None:
         usage = {"cpu": D(1), "pods": D(1)} | ({"nvidia.com/gpu": D(1)} if "containers" in spec else {})
         expected = feasible(PodInfo.of(spec, {r: v for r, v in usage.items() if r != "pods"}),
                             [NodeInfo.of(obj) for obj in objects])
-        assert engine.feasible(f"key-{i}", spec, usage) == frozenset(expected), spec
+        assert engine.feasibility.nodes(f"key-{i}", spec, usage) == frozenset(expected), spec
 
 
 def test_the_resource_named_as_running_out_is_the_one_a_walk_over_every_node_finds() -> None:
