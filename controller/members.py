@@ -39,7 +39,7 @@ GangKey = tuple[str, str, str]
 # Pods that stay on their node whatever happens to workloads: DaemonSet pods and static (mirror) pods.
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 _PERMANENT_OWNERS = ("DaemonSet", "Node")
-# The parts of a pod spec the static predicates and the certifiability check read.
+# The parts of a pod spec the filters and the certifiability check read.
 _PLACEMENT_FIELDS = ("nodeSelector", "affinity", "tolerations")
 _CERTIFIABILITY_FIELDS = ("topologySpreadConstraints", "resourceClaims", "volumes")
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"

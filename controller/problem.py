@@ -32,7 +32,7 @@ _EXACT = Context(prec=120)
 class Member:
     """One gang member as the planner sees it.
 
-    ``nodes`` is what its static predicates allow (selectors, affinity, taints; computed elsewhere). ``pinned`` is
+    ``nodes`` is what its filters allow (selectors, affinity, taints; computed elsewhere). ``pinned`` is
     the node of a member already bound or reserved: it stays there and is charged like any other member, so callers
     pass free capacity that does not already subtract the gang's own pinned members. Expected members that do not
     exist yet are members like any other: planning them now is what reserves their room. A member without a

@@ -167,7 +167,7 @@ def test_a_binding_member_gives_up_its_reservation_and_the_gang_view_is_rebuilt(
 
 
 def test_feasibility_by_node_kind_is_feasibility_node_by_node() -> None:
-    """The engine evaluates the static predicates once per node kind (nodes alike but for name and hostname
+    """The engine evaluates the filters once per node kind (nodes alike but for name and hostname
     label) unless a pod names nodes; either way the answer must be the filters' over every node object."""
     from controller.predicates import NodeInfo, PodInfo, feasible
     from tests.test_controller_predicates import GPU, expr, required
