@@ -12,15 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from controller.bookkeeping import HeldRoom
 from controller.capacity import add, subtract
 from controller.members import GangKey, PodView
 from controller.planner import check_placement, plan
 from controller.problem import Member, NodeFree
 from controller.state import ClusterState
 from gang.resources import Resources
-
-# Per gang, per node: room held for gangs (see ``controller/bookkeeping.py``).
-HeldRoom = Mapping[GangKey, Mapping[str, Resources]]
 
 
 class Backfill:

@@ -17,8 +17,9 @@ from controller.members import Expected, GangKey, PodView
 from controller.state import ClusterState
 from gang.resources import Resources
 
-# Per gang, per node: room held for the gang that others must not use.
+# Per gang, per node: room held for the gang that others must not use (the pass's own, and read-only views of it).
 Held = dict[GangKey, dict[str, Resources]]
+HeldRoom = Mapping[GangKey, Mapping[str, Resources]]
 
 
 @dataclass

@@ -7,19 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from controller.bookkeeping import Gang
+from controller.bookkeeping import Gang, HeldRoom
 from controller.capacity import subtract
 from controller.explain import slots_text, too_big_text
 from controller.feasibility import Feasibility
-from controller.members import GangKey, PodView
+from controller.members import PodView
 from controller.planner import PlanResult, plan
 from controller.predicates import HostPort, gang_member_port
 from controller.problem import Member, NodeFree
 from controller.rooms import RoomIndex, Rooms, Shape, prefix
 from controller.state import ClusterState
 from gang.resources import Resources
-
-HeldRoom = Mapping[GangKey, Mapping[str, Resources]]
 
 
 def usable(members: Sequence[Member]) -> list[str]:

@@ -112,6 +112,8 @@ def _port_problems(member: Member, node: str, target: NodeFree, taken: list[tupl
 
 @dataclass
 class _Outcome:
+    """What solving found: a plan, or the most it placed and whether it proved that no plan exists."""
+
     assignment: list[list[int]] | None  # per class, the node of each member (in class name order)
     placed_max: int
     steps: int
