@@ -52,7 +52,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from controller import slim  # noqa: E402
-from controller.engine import RELEASE, Cycle, Engine  # noqa: E402
+from controller.engine import Cycle, Engine, Verdict  # noqa: E402
 from controller.owners import root_annotations  # noqa: E402
 from controller.run import WATCHED  # noqa: E402
 from controller.state import ClusterState  # noqa: E402
@@ -720,7 +720,7 @@ def unrelease(world: World, engine: Engine | None, gangs: list[Gang]) -> None:
             world.state.pending.pop(uid, None)
             world.state.upsert_pod(pod, NOW)  # re-charged from scratch: gated and not pending is charged nowhere
         if engine is not None:
-            engine._slots.pop(gang.key, None)  # slots the mixed gang's release reserved for its executors
+            engine.books.slots.pop(gang.key, None)  # slots the mixed gang's release reserved for its executors
 
 
 def remove_gang(world: World, gang: Gang) -> None:
@@ -814,7 +814,7 @@ def bench_decision(world: World, gang: Gang, label: str, repeat: int, goal: bool
             engine = world.engine()
             seconds, cycle = timed_cycle(engine)
             decision = next(d for d in cycle.gangs if d.key == gang.key)
-            if decision.decision != RELEASE or len(decision.released) != expect:
+            if decision.decision != Verdict.RELEASE or len(decision.released) != expect:
                 raise RuntimeError(f"{label}: expected a release of {expect} members, got {_decision(cycle, gang)}")
             note = decision.reason
             cold.append(seconds)
@@ -827,7 +827,7 @@ def bench_decision(world: World, gang: Gang, label: str, repeat: int, goal: bool
             world.state.upsert_pod(pod_event(world.sample[n % len(world.sample)], n), NOW)
             seconds, cycle = timed_cycle(engine)
             decision = next(d for d in cycle.gangs if d.key == gang.key)
-            if decision.decision != RELEASE or len(decision.released) != expect:
+            if decision.decision != Verdict.RELEASE or len(decision.released) != expect:
                 raise RuntimeError(f"{label}: expected a release of {expect} members, got {_decision(cycle, gang)}")
             warm.append(seconds)
             unrelease(world, engine, [gang])
@@ -1418,8 +1418,8 @@ def bench_pending(world: World, counts: list[tuple[int, float]]) -> list[Row]:
                         break  # a warm pass needs the cold one to have finished
                     continue
                 per_gang.setdefault(phase, seconds / count)
-                released = sum(1 for d in cycle.gangs if d.decision == RELEASE)
-                waiting = sum(1 for d in cycle.gangs if d.decision == "wait")
+                released = sum(1 for d in cycle.gangs if d.decision == Verdict.RELEASE)
+                waiting = sum(1 for d in cycle.gangs if d.decision == Verdict.WAIT)
                 rows.append(Row("5 pending", label, seconds * 1e3, "ms", None,
                                 f"{_cpu_note(1)}; {released} released, {waiting} waiting; "
                                 f"{seconds / count * 1e3:,.1f} ms per pending gang"))

@@ -20,27 +20,31 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
+from enum import StrEnum
 
-from controller.capacity import fits, shortfall
+from controller.capacity import PODS, fits, shortfall
+from controller.explain import needs_text
 from controller.members import PodView
-from controller.planner import needs_text
-from controller.predicates import NOT_READY, feasible_nodes
+from controller.predicates import NodeInfo, NodeReadiness, PodInfo, Unfit, unfit
 from controller.state import ClusterState
 
-# Why a member is stuck (a small fixed set: metric label values).
-UNPLACEABLE = "unplaceable"
-BIND_TIMEOUT = "bind-timeout"
-REJECTED = "rejected"
-INCOMPLETE = "incomplete"  # members still gated after the gang started, and no room for them
-ESCAPED = "escaped"  # a member let through by someone else than the gate controller
-REASONS = (UNPLACEABLE, BIND_TIMEOUT, REJECTED, INCOMPLETE, ESCAPED)
 _ZERO = Decimal(0)
+
+
+class StuckReason(StrEnum):
+    """Why a member is stuck (a small fixed set: the values are metric label values)."""
+
+    UNPLACEABLE = "unplaceable"
+    BIND_TIMEOUT = "bind-timeout"
+    REJECTED = "rejected"
+    INCOMPLETE = "incomplete"  # members still gated after the gang started, and no room for them
+    ESCAPED = "escaped"  # a member let through by someone else than the gate controller
 
 
 @dataclass(frozen=True)
 class Stuck:
     pod: PodView
-    reason: str  # one of REASONS
+    reason: StuckReason
     message: str  # for users, with the numbers
 
 
@@ -50,7 +54,7 @@ class Integrity:
     def __init__(self, state: ClusterState, bind_timeout: float) -> None:
         self.state = state
         self.bind_timeout = bind_timeout
-        self._admits: dict[str, tuple[str, str | None]] = {}  # uid -> (node shape, why the node refuses it)
+        self._admits: dict[str, tuple[str, Unfit | None]] = {}  # uid -> (node shape, why the node refuses it)
 
     def stuck(self, pod: PodView, now: float) -> Stuck | None:
         """Why a member the controller released will not bind where it was planned, else None."""
@@ -60,43 +64,45 @@ class Integrity:
         if pod.pinned:
             view = self.state.nodes.get(node)
             if view is None:
-                return Stuck(pod, UNPLACEABLE, f"{pod.name} was released onto node {node}, which is gone")
-            refused = self._refuses(pod, node, view.shape, view.obj, view.allocatable)
-            if refused and refused != NOT_READY:
-                return Stuck(pod, UNPLACEABLE, f"{pod.name} was released onto node {node}, which no longer admits it: "
-                                               f"{refused}")
+                return Stuck(pod, StuckReason.UNPLACEABLE, f"{pod.name} was released onto node {node}, which is gone")
+            refused = self._refuses(pod, view.shape, view.info)
+            if refused is not None and not isinstance(refused.filter, NodeReadiness):
+                return Stuck(pod, StuckReason.UNPLACEABLE, f"{pod.name} was released onto node {node}, which no "
+                                                           f"longer admits it: {refused.reason}")
             room = self.state.bound_free(node)
             if not fits(pod.usage, room):
                 short = shortfall(pod.usage, room)
                 left = {r: max(room.get(r, _ZERO), _ZERO) for r in short}
-                return Stuck(pod, UNPLACEABLE, f"{pod.name} was released onto node {node} and needs "
-                                               f"{needs_text(pod.usage)}; the pods bound there since leave only "
-                                               f"{needs_text(left, set(short))}")
+                return Stuck(pod, StuckReason.UNPLACEABLE, f"{pod.name} was released onto node {node} and needs "
+                                                           f"{needs_text(pod.usage)}; the pods bound there since "
+                                                           f"leave only {needs_text(left, set(short))}")
         since = self.state.released_at.get(pod.uid)
         if since is not None and now - since > self.bind_timeout:
-            return Stuck(pod, BIND_TIMEOUT, f"{pod.name} was released {now - since:.0f}s ago onto node {node} and is "
-                                            f"still not bound (bind timeout {self.bind_timeout:g}s)")
+            return Stuck(pod, StuckReason.BIND_TIMEOUT, f"{pod.name} was released {now - since:.0f}s ago onto node "
+                                                        f"{node} and is still not bound (bind timeout "
+                                                        f"{self.bind_timeout:g}s)")
         return None
 
     @staticmethod
     def rejected(pod: PodView) -> Stuck | None:
         if not pod.rejected:
             return None
-        return Stuck(pod, REJECTED, f"the kubelet of node {pod.node} rejected {pod.name}: {pod.rejected}")
+        return Stuck(pod, StuckReason.REJECTED, f"the kubelet of node {pod.node} rejected {pod.name}: {pod.rejected}")
 
     def loose(self, pod: PodView) -> Stuck | None:
         """A live member ungated by someone else than the controller and not bound: it would start alone."""
         if pod.gated or pod.node or not pod.live or pod.released or pod.uid in self.state.pending:
             return None
-        return Stuck(pod, ESCAPED, f"{pod.name} was released by someone else than the gate controller and is not "
-                                   "bound; it is recreated through admission so that it starts with its gang")
+        return Stuck(pod, StuckReason.ESCAPED, f"{pod.name} was released by someone else than the gate controller "
+                                               "and is not bound; it is recreated through admission so that it starts "
+                                               "with its gang")
 
-    def _refuses(self, pod: PodView, node: str, shape: str, obj: dict, allocatable: dict) -> str | None:
+    def _refuses(self, pod: PodView, shape: str, node: NodeInfo) -> Unfit | None:
+        """The first filter the planned node fails for the pod, cached until the node's shape changes."""
         cached = self._admits.get(pod.uid)
         if cached is None or cached[0] != shape:
-            requests = {r: v for r, v in pod.usage.items() if r != "pods"}
-            _, rejected = feasible_nodes(pod.spec or {}, [obj], requests, {node: allocatable})
-            cached = self._admits[pod.uid] = (shape, rejected.get(node))
+            requests = {r: v for r, v in pod.usage.items() if r != PODS}
+            cached = self._admits[pod.uid] = (shape, unfit(PodInfo.of(pod.spec or {}, requests), node))
         return cached[1]
 
     def prune(self, alive: Callable[[str], bool]) -> None:

@@ -18,7 +18,14 @@ from typing import Any
 import msgspec
 
 from controller.capacity import allocatable, is_terminal, requests_of, with_pod_slot
-from controller.predicates import HOSTNAME_LABEL, HostPort, certifiability, host_ports, one_member_per_node
+from controller.predicates import (
+    HOSTNAME_LABEL,
+    HostPort,
+    NodeInfo,
+    certifiability,
+    host_ports,
+    one_member_per_node,
+)
 from gang import keys
 from gang.adapters.table import adapter_for
 from gang.kinds import INTERMEDIATE, split_api_version
@@ -32,7 +39,7 @@ GangKey = tuple[str, str, str]
 # Pods that stay on their node whatever happens to workloads: DaemonSet pods and static (mirror) pods.
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 _PERMANENT_OWNERS = ("DaemonSet", "Node")
-# The parts of a pod spec the static predicates and the certifiability check read.
+# The parts of a pod spec the filters and the certifiability check read.
 _PLACEMENT_FIELDS = ("nodeSelector", "affinity", "tolerations")
 _CERTIFIABILITY_FIELDS = ("topologySpreadConstraints", "resourceClaims", "volumes")
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -110,16 +117,16 @@ def parse_expected(text: str | None, group: str) -> tuple[Expected, ...]:
         return ()
 
 
-_REQUESTS: dict[tuple, tuple[Resources, Resources]] = {}  # per resources sections: pods of one template share
+_REQUESTS: dict[tuple[Any, ...], tuple[Resources, Resources]] = {}  # per resources sections: pods of one template share
 _REQUESTS_LIMIT = 4096
 
 
-def _quantities(section: Any) -> tuple:
+def _quantities(section: Any) -> tuple[tuple[str, Any], ...]:
     """A hashable copy of a requests/limits section (quantities are JSON strings; equal numbers parse equally)."""
     return tuple(section.items()) if section else ()
 
 
-def _resources(obj: Obj) -> tuple:
+def _resources(obj: Obj) -> tuple[tuple[tuple[str, Any], ...], tuple[tuple[str, Any], ...]]:
     resources = obj.get("resources") or {}
     return _quantities(resources.get("requests")), _quantities(resources.get("limits"))
 
@@ -197,7 +204,7 @@ class PodView:
     unschedulable: bool = False  # PodScheduled=False: a scheduler tried and found no node
     pinned: bool = False  # required node affinity names exactly its planned node
     escapable: bool = False  # no gang labels, no gate, an owner toward a supported root (see walkable)
-    admission: Obj | None = None  # what admission decides on, kept for escapable pods while they are unbound
+    admission: dict[str, Any] | None = None  # what admission decides on, kept for escapable pods while they are unbound
 
     @property
     def gated(self) -> bool:
@@ -243,7 +250,7 @@ def walkable(owners: list[Any]) -> bool:
     return False
 
 
-def _admission_view(meta: Obj, spec: Obj) -> Obj:
+def _admission_view(meta: Obj, spec: Obj) -> dict[str, Any]:
     """The pod as admission's decision reads it (labels, annotations, owners, node and scheduler name)."""
     kept_spec = {k: spec[k] for k in ("nodeName", "schedulerName") if spec.get(k)}
     kept_meta = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "labels", "annotations")
@@ -318,30 +325,18 @@ def pod_view(pod: Obj) -> PodView:
 
 @dataclass(slots=True)
 class NodeView:
-    """A node as the static predicates see it (a slim copy of the object) and its allocatable."""
+    """A node as the filters see it and its allocatable."""
 
     name: str
-    obj: Obj
+    info: NodeInfo
     allocatable: Resources
     shape: str  # changes exactly when static feasibility may change
-    kind: str  # the shape without name and hostname label: equal kinds pass the name-blind predicates alike
+    kind: str  # the shape without name and hostname label: equal kinds pass the name-blind filters alike
 
 
 def node_view(node: Obj) -> NodeView:
-    meta = node.get("metadata") or {}
-    spec = node.get("spec") or {}
-    status = node.get("status") or {}
-    ready = [c for c in status.get("conditions") or [] if c.get("type") == "Ready"]
-    slim = {
-        "metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}},
-        "spec": {"taints": spec.get("taints") or [], "unschedulable": bool(spec.get("unschedulable"))},
-        "status": {"conditions": [{"type": "Ready", "status": c.get("status")} for c in ready],
-                   "allocatable": status.get("allocatable") or {}},
-    }
     alloc = allocatable(node)
-    labels = dict(slim["metadata"]["labels"])
-    hostname = labels.pop(HOSTNAME_LABEL, None)
-    kind = _canonical([labels, slim["spec"], slim["status"]["conditions"],
-                       sorted(name for name, value in alloc.items() if value > 0)])
-    name = str(meta.get("name") or "")
-    return NodeView(name=name, obj=slim, allocatable=alloc, shape=_canonical([name, hostname]) + kind, kind=kind)
+    info = NodeInfo.of(node, alloc)
+    kind = _canonical(info.look())
+    return NodeView(name=info.name, info=info, allocatable=alloc,
+                    shape=_canonical([info.name, info.labels.get(HOSTNAME_LABEL)]) + kind, kind=kind)

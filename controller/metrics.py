@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from controller.integrity import REASONS
+from controller.integrity import StuckReason
 
 GANG_STATES = ("waiting", "releasing", "running", "never_fits", "not_certifiable", "evicting")
 
@@ -28,7 +28,7 @@ class Metrics:
     gang_timeouts: Counter
     is_leader: Gauge
     events_dropped: Counter
-    gang_evictions: Counter  # {reason}: integrity.REASONS
+    gang_evictions: Counter  # {reason}: integrity.StuckReason
     member_evictions: Counter  # {reason}
     escaped_pods: Counter  # {action}: joined, recreated
     repair_errors: Counter  # {reason}
@@ -84,7 +84,7 @@ def new_metrics() -> Metrics:
                               "Failed DELETE and PATCH requests of evictions and repairs", ["reason"],
                               registry=registry),
     )
-    for reason in REASONS:  # every series from the first scrape, like the gang states
+    for reason in StuckReason:  # every series from the first scrape, like the gang states
         metrics.gang_evictions.labels(reason)
         metrics.member_evictions.labels(reason)
     for action in ("joined", "recreated"):

@@ -106,7 +106,8 @@ class Patcher:
             except Exception:
                 status, raw = 0, b""
             if status == 200:
-                return json.loads(raw)
+                pod: Obj = json.loads(raw)
+                return pod
             if status == 404:
                 return None
             time.sleep(0.5)

@@ -1,15 +1,20 @@
-"""kube-scheduler's static Filter plugins as small predicates, for the gate controller's planner.
+"""kube-scheduler's static Filter plugins, one small filter per constraint, for the gate controller's planner.
 
-A plan is only a witness that the gang fits if every member passes the same filters the
-scheduler will run, so each rule here follows the scheduler's code and wording: NodeUnschedulable,
-TaintToleration, NodeAffinity (nodeSelector and required node affinity), NodePorts and the
-"resource the node doesn't have at all" half of NodeResourcesFit. Capacity is in ``capacity``.
+A plan is only a witness that the gang fits if every member passes the same filters the scheduler will run, so
+each filter here follows the scheduler's code and wording. Every filter is one object behind ``Filter``: a name
+and ``filter(pod, node)``, None when the node passes, else an ``Unfit`` with the reason. ``FILTERS`` lists them in
+the order the scheduler runs them, so the first reason is the scheduler's.
 
-Every predicate takes a pod spec or an expected-member description (the entries of
-``scheduling.kubenexus.io/expected-members``: ``requests``, ``nodeSelector``, ``tolerations``,
-``affinity``, the same keys as a pod spec) and answers ``None`` when the node passes, else a
-short reason. Constraints the scheduler evaluates against other pods or other API objects are
-not predicates: ``certifiability`` names them so that the caller can hold the gang.
+The filters are static: they read only what ``NodeInfo`` holds of a node (never what runs on it), so nodes with
+equal ``NodeInfo.look()`` pass them alike for a pod that does not name nodes, and the engine evaluates them once
+per node kind. A filter that reads another node field must add it to ``NodeInfo`` and to its look. Free capacity
+(the pod slot included) and host ports in use change with every placement: they are the planner's to check, over
+the whole plan (``controller/problem.py``). The pod is a ``PodInfo``: a pod spec or an expected-member description
+(the entries of ``scheduling.kubenexus.io/expected-members``: ``requests``, ``nodeSelector``, ``tolerations``,
+``affinity``, the same keys as a pod spec) parsed once for many nodes.
+
+Constraints the scheduler evaluates against other pods or other API objects are not filters: ``certifiability``
+names them so that the caller can hold the gang.
 """
 
 from __future__ import annotations
@@ -18,30 +23,38 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 from controller.capacity import allocatable, requests_of
 from gang import keys
 
 __all__ = [
     "ANY_HOST_IP",
+    "FILTERS",
     "HOSTNAME_LABEL",
     "TAINT_NOT_READY",
     "TAINT_UNREACHABLE",
     "TAINT_UNSCHEDULABLE",
+    "Filter",
+    "NodeAffinity",
+    "NodeInfo",
+    "NodeReadiness",
+    "NodeResourcesFit",
+    "NodeUnschedulable",
+    "PodInfo",
+    "TaintToleration",
+    "Unfit",
     "certifiability",
-    "feasible_nodes",
+    "feasible",
     "gang_member_port",
-    "has_resources_kinds",
     "host_port_conflict",
     "host_ports",
     "is_gang_member_port",
-    "matches_selector_and_affinity",
-    "node_schedulable_for",
     "normalize_port",
     "one_member_per_node",
     "ports_clash",
     "tolerates",
+    "unfit",
 ]
 
 Obj = Mapping[str, Any]
@@ -60,6 +73,10 @@ AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
 _FILTERED_EFFECTS = ("NoSchedule", "NoExecute")  # TaintToleration ignores PreferNoSchedule (a score)
 _INT64 = re.compile(r"[+-]?[0-9]+")
 _SET_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+# The taints NodeUnschedulable and the node lifecycle controller put on a node, as the filters check them.
+_UNSCHEDULABLE_TAINT = {"key": TAINT_UNSCHEDULABLE, "effect": "NoSchedule"}
+_NOT_READY_TAINT = {"key": TAINT_NOT_READY, "effect": "NoSchedule"}
+_UNREACHABLE_TAINT = {"key": TAINT_UNREACHABLE, "effect": "NoSchedule"}
 
 
 def _int64(text: Any) -> int | None:
@@ -68,6 +85,86 @@ def _int64(text: Any) -> int | None:
         return None
     value = int(text)
     return value if -(2**63) <= value < 2**63 else None
+
+
+# --- What the filters read: the pod and the node ----------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    """A pod spec or an expected-member description, parsed once for every node it meets (the scheduler's
+    PreFilter state). ``requests`` are the effective requests, without the pod slot."""
+
+    tolerations: tuple[Obj, ...]
+    placement: Placement
+    requests: Mapping[str, Decimal]
+
+    @classmethod
+    def of(cls, spec: Obj, requests: Mapping[str, Decimal] | None = None) -> PodInfo:
+        """``requests`` default to the spec's own: pass them for a trimmed spec without containers."""
+        return cls(tuple(spec.get("tolerations") or ()), Placement.of(spec),
+                   requests_of(spec) if requests is None else requests)
+
+    @property
+    def names_nodes(self) -> bool:
+        """Whether its selector or required affinity may tell apart nodes that differ only in name and hostname
+        label; if not, every filter gives the same answer for all nodes of one look."""
+        return self.placement.names_nodes
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """What the filters read of a node: nothing else, so that equal looks mean equal answers."""
+
+    name: str
+    labels: Mapping[str, str]
+    unschedulable: bool
+    ready: str  # the Ready condition's status: "True", "False", or "Unknown" (also when the node never posted it)
+    taints: tuple[Obj, ...]
+    allocatable: Mapping[str, Decimal]  # ``pods`` included
+
+    @classmethod
+    def of(cls, node: Obj, offered: Mapping[str, Decimal] | None = None) -> NodeInfo:
+        """``offered``: the node's parsed allocatable, when the caller keeps it parsed."""
+        meta = node.get("metadata") or {}
+        spec = node.get("spec") or {}
+        return cls(str(meta.get("name") or ""), meta.get("labels") or {}, bool(spec.get("unschedulable")),
+                   _ready_status(node), tuple(spec.get("taints") or ()),
+                   allocatable(node) if offered is None else offered)
+
+    def look(self) -> list[Any]:
+        """Everything the filters read except the name and the hostname label (JSON-shaped, for a cache key)."""
+        labels = {key: value for key, value in self.labels.items() if key != HOSTNAME_LABEL}
+        return [labels, {"taints": list(self.taints), "unschedulable": self.unschedulable}, self.ready,
+                sorted(name for name, value in self.allocatable.items() if value > 0)]
+
+
+def _ready_status(node: Obj) -> str:
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return str(condition.get("status") or "Unknown")
+    # The node lifecycle controller treats a node that never posted status as Ready=Unknown.
+    return "Unknown"
+
+
+# --- The interface -------------------------------------------------------------------------------
+
+
+class Filter(Protocol):
+    """One Filter plugin: ``filter`` is None when ``node`` passes for ``pod``, else why it does not."""
+
+    @property
+    def name(self) -> str: ...
+
+    def filter(self, pod: PodInfo, node: NodeInfo) -> Unfit | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Unfit:
+    """A node failing one filter: which, and the reason as the scheduler words it."""
+
+    filter: Filter
+    reason: str
 
 
 # --- TaintToleration, NodeUnschedulable, readiness -------------------------------------------
@@ -89,7 +186,7 @@ def tolerates(toleration: Obj, taint: Obj) -> bool:
         return False
     operator = toleration.get("operator") or "Equal"
     if operator == "Equal":
-        return (toleration.get("value") or "") == (taint.get("value") or "")
+        return bool((toleration.get("value") or "") == (taint.get("value") or ""))
     if operator == "Exists":
         return True
     if operator in ("Lt", "Gt"):
@@ -109,47 +206,51 @@ def _taint_text(taint: Obj) -> str:
     return f"{key}={value}:{effect}" if value else f"{key}:{effect}"
 
 
-def _ready_status(node: Obj) -> str:
-    for condition in (node.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return condition.get("status") or "Unknown"
-    # The node lifecycle controller treats a node that never posted status as Ready=Unknown.
-    return "Unknown"
+class NodeUnschedulable:
+    """A cordoned node is out unless the pod tolerates the unschedulable taint (NoSchedule)."""
+
+    name = "NodeUnschedulable"
+
+    def filter(self, pod: PodInfo, node: NodeInfo) -> Unfit | None:
+        if node.unschedulable and not _tolerated(pod.tolerations, _UNSCHEDULABLE_TAINT):
+            return Unfit(self, UNSCHEDULABLE)
+        return None
 
 
-def _schedulable(tolerations: list[Obj], node: Obj) -> str | None:
-    spec = node.get("spec") or {}
-    # NodeUnschedulable: a cordoned node is out unless the pod tolerates the unschedulable taint.
-    if spec.get("unschedulable") and not _tolerated(
-        tolerations, {"key": TAINT_UNSCHEDULABLE, "effect": "NoSchedule"}
-    ):
-        return UNSCHEDULABLE
-    # The node lifecycle controller taints a node whose Ready condition is False with
-    # not-ready:NoSchedule and one whose Ready is Unknown with unreachable:NoSchedule; we apply
-    # that taint ourselves so that a fresh NotReady node is out before the taint lands. Only the
-    # NoSchedule effect counts here: DefaultTolerationSeconds gives every pod a NoExecute
-    # toleration for both keys, so a NoExecute toleration alone doesn't let a pod schedule there.
-    ready = _ready_status(node)
-    if ready != "True":
-        key = TAINT_NOT_READY if ready == "False" else TAINT_UNREACHABLE
-        if not _tolerated(tolerations, {"key": key, "effect": "NoSchedule"}):
-            return NOT_READY
-    # TaintToleration: every NoSchedule and NoExecute taint must be tolerated.
-    for taint in spec.get("taints") or []:
-        if taint.get("effect") in _FILTERED_EFFECTS and not _tolerated(tolerations, taint):
-            return f"node(s) had untolerated taint {{{_taint_text(taint)}}}"
-    return None
+class NodeReadiness:
+    """The node lifecycle controller's readiness taints, applied before they land.
+
+    It taints a node whose Ready condition is False with not-ready:NoSchedule and one whose Ready is Unknown with
+    unreachable:NoSchedule; applying that taint here keeps a fresh NotReady node out before the taint is there.
+    Only the NoSchedule effect counts: DefaultTolerationSeconds gives every pod a NoExecute toleration for both
+    keys, so a NoExecute toleration alone doesn't let a pod schedule there.
+    """
+
+    name = "NodeReadiness"
+
+    def filter(self, pod: PodInfo, node: NodeInfo) -> Unfit | None:
+        if node.ready == "True":
+            return None
+        taint = _NOT_READY_TAINT if node.ready == "False" else _UNREACHABLE_TAINT
+        return None if _tolerated(pod.tolerations, taint) else Unfit(self, NOT_READY)
 
 
-def node_schedulable_for(pod_spec: Obj, node: Obj) -> str | None:
-    """None when the node accepts the pod: not cordoned, Ready, and no untolerated NoSchedule/NoExecute taint."""
-    return _schedulable(list(pod_spec.get("tolerations") or []), node)
+class TaintToleration:
+    """Every NoSchedule and NoExecute taint of the node must be tolerated; the first one that is not is named."""
+
+    name = "TaintToleration"
+
+    def filter(self, pod: PodInfo, node: NodeInfo) -> Unfit | None:
+        for taint in node.taints:
+            if taint.get("effect") in _FILTERED_EFFECTS and not _tolerated(pod.tolerations, taint):
+                return Unfit(self, f"node(s) had untolerated taint {{{_taint_text(taint)}}}")
+        return None
 
 
 # --- NodeAffinity ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Term:
     """One parsed nodeSelectorTerm; ``valid`` False means a parse error, which matches nothing."""
 
@@ -223,15 +324,15 @@ def _term_matches(term: _Term, labels: Mapping[str, str], name: str) -> bool:
     return True
 
 
-@dataclass(frozen=True)
-class _Placement:
+@dataclass(frozen=True, slots=True)
+class Placement:
     """A pod's nodeSelector and required node affinity, parsed once for many nodes."""
 
     selector: tuple[tuple[str, str], ...]
     terms: tuple[_Term, ...] | None  # None: no required node affinity
 
     @classmethod
-    def of(cls, pod_spec: Obj) -> _Placement:
+    def of(cls, pod_spec: Obj) -> Placement:
         selector = tuple((str(k), str(v)) for k, v in (pod_spec.get("nodeSelector") or {}).items())
         node_affinity = (pod_spec.get("affinity") or {}).get("nodeAffinity") or {}
         required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
@@ -242,55 +343,68 @@ class _Placement:
 
     @property
     def names_nodes(self) -> bool:
-        """Whether it reads a node's name or hostname label: only then can two nodes of one kind differ."""
+        """Whether it reads a node's name or hostname label: only then can two nodes of one look differ."""
         return any(key == HOSTNAME_LABEL for key, _ in self.selector) or any(
             term.fields or any(requirement[0] == HOSTNAME_LABEL for requirement in term.labels)
             for term in self.terms or ())
 
-    def check(self, node: Obj) -> str | None:
-        metadata = node.get("metadata") or {}
-        labels = metadata.get("labels") or {}
+    def matches(self, labels: Mapping[str, str], name: str) -> bool:
         if any(labels.get(key) != value for key, value in self.selector):
-            return AFFINITY_MISMATCH
-        if self.terms is not None:
-            name = metadata.get("name") or ""
-            # Terms are ORed; no (non-empty) term means no node matches.
-            if not any(_term_matches(term, labels, name) for term in self.terms):
-                return AFFINITY_MISMATCH
-        return None
+            return False
+        # Terms are ORed; no (non-empty) term means no node matches.
+        return self.terms is None or any(_term_matches(term, labels, name) for term in self.terms)
 
 
-def names_nodes(pod_spec: Obj) -> bool:
-    """Whether the pod's selector or required affinity may tell apart nodes that differ only in name and
-    hostname label; if not, every static predicate gives the same answer for all nodes of one kind."""
-    return _Placement.of(pod_spec).names_nodes
-
-
-def matches_selector_and_affinity(pod_spec: Obj, node: Obj) -> str | None:
+class NodeAffinity:
     """nodeSelector (every label equal) AND required node affinity (terms ORed, requirements ANDed)."""
-    return _Placement.of(pod_spec).check(node)
+
+    name = "NodeAffinity"
+
+    def filter(self, pod: PodInfo, node: NodeInfo) -> Unfit | None:
+        return None if pod.placement.matches(node.labels, node.name) else Unfit(self, AFFINITY_MISMATCH)
 
 
 # --- NodeResourcesFit: resources the node doesn't offer at all --------------------------------
 
 
-def _lacking(requests: Mapping[str, Decimal], offered: Mapping[str, Decimal]) -> str | None:
-    if all(value <= 0 or offered.get(name, 0) > 0 for name, value in requests.items()):
-        return None
-    missing = sorted(name for name, value in requests.items() if value > 0 and offered.get(name, 0) <= 0)
-    return f"node(s) lack resource {', '.join(missing)}" if missing else None
+class NodeResourcesFit:
+    """A requested resource the node's allocatable lacks (or has zero of): NodeResourcesFit counts it as zero.
 
-
-def has_resources_kinds(requests: Mapping[str, Decimal], node: Obj) -> str | None:
-    """A reason when the node's allocatable lacks (or has zero of) a requested resource.
-
-    No amount of waiting or preemption frees a resource a node doesn't offer, so such a node is
-    out for the member regardless of load; NodeResourcesFit counts a missing resource as zero.
+    No amount of waiting or preemption frees a resource a node doesn't offer, so such a node is out for the member
+    regardless of load. How much of what it offers is free is the planner's to check.
     """
-    return _lacking(requests, allocatable(node))
+
+    name = "NodeResourcesFit"
+
+    def filter(self, pod: PodInfo, node: NodeInfo) -> Unfit | None:
+        offered = node.allocatable
+        if all(value <= 0 or offered.get(name, 0) > 0 for name, value in pod.requests.items()):
+            return None
+        missing = sorted(name for name, value in pod.requests.items() if value > 0 and offered.get(name, 0) <= 0)
+        return Unfit(self, f"node(s) lack resource {', '.join(missing)}")
 
 
-# --- NodePorts ---------------------------------------------------------------------------------
+# --- Every filter, in the scheduler's order -------------------------------------------------------
+
+FILTERS: tuple[Filter, ...] = (NodeUnschedulable(), NodeReadiness(), TaintToleration(), NodeAffinity(),
+                               NodeResourcesFit())
+
+
+def unfit(pod: PodInfo, node: NodeInfo) -> Unfit | None:
+    """The first filter the node fails for the pod, or None when it passes them all."""
+    for check in FILTERS:
+        found = check.filter(pod, node)
+        if found is not None:
+            return found
+    return None
+
+
+def feasible(pod: PodInfo, nodes: Iterable[NodeInfo]) -> list[str]:
+    """Names of the nodes (in input order) that pass every filter for the pod."""
+    return [node.name for node in nodes if unfit(pod, node) is None]
+
+
+# --- NodePorts: what the planner checks host ports with ------------------------------------------
 
 
 def host_ports(pod_spec: Obj) -> frozenset[HostPort]:
@@ -402,8 +516,8 @@ def _claims(pod_spec: Obj, pod_name: str | None) -> list[tuple[str, str | None]]
             claims.append((name, name))
         elif volume.get("ephemeral"):
             # A generic ephemeral volume's claim is named <pod name>-<volume name>.
-            name = f"{pod_name}-{volume.get('name')}" if pod_name else None
-            claims.append((name or f"{volume.get('name')} (ephemeral)", name))
+            ephemeral = f"{pod_name}-{volume.get('name')}" if pod_name else None
+            claims.append((ephemeral or f"{volume.get('name')} (ephemeral)", ephemeral))
     return claims
 
 
@@ -443,32 +557,3 @@ def certifiability(
     if unbound:
         reasons.append(f"unbound volume claims ({', '.join(unbound)})")
     return "; ".join(reasons) or None
-
-
-# --- All static predicates for many nodes -------------------------------------------------------
-
-
-def feasible_nodes(pod_spec: Obj, nodes: Iterable[Obj], requests: Mapping[str, Decimal] | None = None,
-                   allocatables: Mapping[str, Mapping[str, Decimal]] | None = None) -> tuple[list[str], dict[str, str]]:
-    """Names of the nodes that pass every static predicate (in input order), and why each other failed.
-
-    Static means independent of what else runs on the node: schedulability, readiness, taints,
-    selector and affinity, and resources the node doesn't offer. Free capacity and host ports in
-    use change with every placement and are the planner's to check. ``requests`` defaults to the
-    spec's own; pass them for a trimmed spec without containers. ``allocatables`` (by node name) spares
-    parsing each node's allocatable again when the caller keeps it parsed.
-    """
-    tolerations = list(pod_spec.get("tolerations") or [])
-    placement = _Placement.of(pod_spec)
-    requests = requests_of(pod_spec) if requests is None else requests
-    feasible: list[str] = []
-    rejected: dict[str, str] = {}
-    for node in nodes:
-        name = (node.get("metadata") or {}).get("name") or ""
-        offered = allocatables[name] if allocatables is not None else allocatable(node)
-        reason = _schedulable(tolerations, node) or placement.check(node) or _lacking(requests, offered)
-        if reason is None:
-            feasible.append(name)
-        else:
-            rejected[name] = reason
-    return feasible, rejected

@@ -30,21 +30,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from controller import slim
-from controller.engine import (
-    EVICT,
-    NEVER_FITS,
-    NOT_CERTIFIABLE,
-    RELEASE,
-    RUNNING,
-    Cycle,
-    Engine,
-    Eviction,
-    GangDecision,
-    Release,
-)
+from controller.engine import Cause, Cycle, Engine, Eviction, GangDecision, Release, Verdict
 from controller.evict import DONE, GONE, Evictor
 from controller.health import HealthServer
-from controller.integrity import ESCAPED
+from controller.integrity import StuckReason
 from controller.members import GangKey, PodView
 from controller.metrics import Metrics, new_metrics
 from controller.owners import Step, resolve, root_annotations, root_reference
@@ -70,6 +59,9 @@ CHECKS_PER_PASS = 64  # pods decided again per pass, at most: a rebuild does not
 # An escaped pod created after the last deletion of its gang's escaped pods is deleted only once ESCAPE_BACKOFF has
 # passed since (doubling from 5 s to 5 min); meanwhile it may bind, and is then counted in its gang instead.
 ESCAPE_BACKOFF = (5.0, 300.0)
+# The gang states of the gangs gauge, per verdict (every other verdict is "waiting").
+GANG_STATE = {Verdict.RUNNING: "running", Verdict.RELEASE: "releasing", Verdict.NEVER_FITS: "never_fits",
+              Verdict.NOT_CERTIFIABLE: "not_certifiable", Verdict.EVICT: "evicting"}
 ESCAPE_MEMORY_SECONDS = 600.0
 # What the controller watches: (queue tag, collection, decoder keeping only what the state reads).
 WATCHED = (("node", "/api/v1/nodes", slim.NODES), ("pod", "/api/v1/pods", slim.PODS))
@@ -268,7 +260,7 @@ class Controller:
         self._dispatch(cycle, now)
         self._evict(cycle.evictions)
         self._report(cycle)
-        self._short = {d.key[0] for d in cycle.gangs if d.cause == "members"}
+        self._short = {d.key[0] for d in cycle.gangs if d.cause == Cause.MEMBERS}
         self._check_pods(now)
         return cycle
 
@@ -305,9 +297,10 @@ class Controller:
                     f"{len(pods)} member(s) are deleted, their operator recreates them through admission, gated")
             else:
                 self.metrics.member_evictions.labels(eviction.reason).inc(len(pods))
-                reason = "GangMemberEscaped" if eviction.reason == ESCAPED else "GangMemberEvicted"
+                escaped = eviction.reason == StuckReason.ESCAPED
+                reason = "GangMemberEscaped" if escaped else "GangMemberEvicted"
                 message = f"gang {eviction.key[1]}: {eviction.message}" + (
-                    "" if eviction.reason == ESCAPED else "; deleted, its operator replaces it")
+                    "" if escaped else "; deleted, its operator replaces it")
             log.warning("%s %s/%s: %s", reason, eviction.key[0], eviction.key[1], message)
             targets = [root] if (root := root_reference(pods[0])) is not None else []
             targets += [{"apiVersion": "v1", "kind": "Pod", "name": p.name, "namespace": p.namespace, "uid": p.uid}
@@ -434,10 +427,9 @@ class Controller:
         seen: set[GangKey] = set()
         for decision in cycle.gangs:
             seen.add(decision.key)
-            state = {RUNNING: "running", RELEASE: "releasing", NEVER_FITS: "never_fits",
-                     NOT_CERTIFIABLE: "not_certifiable", EVICT: "evicting"}.get(decision.decision, "waiting")
+            state = GANG_STATE.get(decision.decision, "waiting")
             counts[state] = counts.get(state, 0) + 1
-            if decision.decision == RELEASE and decision.released and decision.waited:
+            if decision.decision == Verdict.RELEASE and decision.released and decision.waited:
                 self.metrics.gang_wait_seconds.observe(decision.waited)
             self._announce(decision)
         self.metrics.set_gang_counts(counts)
@@ -457,22 +449,22 @@ class Controller:
                 decision, members, "Warning", "GangTimeout", f"gang {decision.name} has waited {decision.waited:.0f}s, "
                 f"longer than its schedule timeout; still gated: {decision.reason}"):
             self._timeout_told.add(decision.key)
-        if decision.decision in (RUNNING, EVICT):  # an eviction is told by _evict
+        if decision.decision in (Verdict.RUNNING, Verdict.EVICT):  # an eviction is told by _evict
             return
         summary = (decision.decision, decision.reason)
         if self._last.get(decision.key) == summary:
             return
-        if decision.decision == RELEASE:
+        if decision.decision == Verdict.RELEASE:
             nodes = len({n for n in decision.plan.values() if n})
             told = self._event(decision, members, "Normal", "GangReleased",
                                f"released {len(decision.released)} member(s) of gang {decision.name} on a plan over "
                                f"{nodes} node(s): {decision.reason}", members_too=False)
-        elif decision.decision == NEVER_FITS:
+        elif decision.decision == Verdict.NEVER_FITS:
             told = self._event(decision, members, "Warning", "GangNeverFits", f"gang {decision.name} can never fit: "
                                f"{decision.reason}")
-        elif decision.decision == NOT_CERTIFIABLE:
+        elif decision.decision == Verdict.NOT_CERTIFIABLE:
             told = self._event(decision, members, "Warning", "GangNotCertifiable", decision.reason)
-        elif decision.cause == "members":
+        elif decision.cause == Cause.MEMBERS:
             told = self._event(decision, members, "Normal", "GangWaiting", decision.reason)
         else:
             told = self._event(decision, members, "Normal", "GangInsufficientCapacity", decision.reason)

@@ -24,6 +24,9 @@ from controller.predicates import HostPort
 from gang.resources import Resources
 
 _ZERO = Decimal(0)
+# What a pod takes from others: its charge (node, bound or not, usage, ports) and its nomination (node, priority,
+# usage); a change in either may free room.
+_Footprint = tuple[tuple[str, bool, Resources, frozenset[HostPort]] | None, tuple[str, int, Resources] | None]
 
 
 @dataclass(frozen=True)
@@ -171,7 +174,7 @@ class ClusterState:
             if pod.gang is not None and pod.gang in self.gangs:
                 self.gang_versions[pod.gang] = self.version
 
-    def _footprint(self, pod: PodView | None) -> tuple | None:
+    def _footprint(self, pod: PodView | None) -> _Footprint | None:
         """What a pod takes from others: its charge (node, bound or not, usage, ports) and its nomination."""
         if pod is None:
             return None
@@ -181,7 +184,8 @@ class ClusterState:
             else None
         return charge, nomination
 
-    def _changed(self, before: tuple | None, after: tuple | None, old: PodView | None, new: PodView | None) -> None:
+    def _changed(self, before: _Footprint | None, after: _Footprint | None, old: PodView | None,
+                 new: PodView | None) -> None:
         """Bump the versions a change concerns: ``freed`` only when a charge or nomination was given up or shrank
         (a released member that binds gives up its reservation: room beyond it may now be planned)."""
         self.version += 1

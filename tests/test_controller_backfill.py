@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from controller.engine import RELEASE, WAIT, Engine
+from controller.engine import Engine, Verdict
 from controller.state import ClusterState
 from gang.config import Config
 from tests.contract import GROUP, MIN, OWNER_UID
@@ -68,9 +68,9 @@ def test_bound_backfill_still_counts_against_the_slack() -> None:
     state.upsert_pod(member("x2-0", "2", "x2", 1, 2, gated=True), NOW)
 
     first = decisions(engine)
-    assert first["llm"].decision == WAIT and "capacity is held for it on 2 node(s)" in first["llm"].reason
+    assert first["llm"].decision == Verdict.WAIT and "capacity is held for it on 2 node(s)" in first["llm"].reason
     # Free now: 8 - 6 = 2 per node, within the slack: one small gang per node.
-    assert first["x1"].decision == first["x2"].decision == RELEASE
+    assert first["x1"].decision == first["x2"].decision == Verdict.RELEASE
     assert {first["x1"].plan["x1-0"], first["x2"].plan["x2-0"]} == {"a", "b"}
     x1_node = first["x1"].plan["x1-0"]
     other = "b" if x1_node == "a" else "a"
@@ -81,15 +81,15 @@ def test_bound_backfill_still_counts_against_the_slack() -> None:
     state.delete_pod(f"uid-etl-{x1_node}", NOW)
     state.upsert_pod(member("x3-0", "2", "x3", 1, 3, gated=True), NOW)
     second = decisions(engine)
-    assert second["llm"].decision == WAIT and "capacity is held for it on 2 node(s)" in second["llm"].reason
+    assert second["llm"].decision == Verdict.WAIT and "capacity is held for it on 2 node(s)" in second["llm"].reason
     # x3 fits the free 6 cpu, but bound x1 already uses the whole 2 cpu of slack there: 8 - 6 - 2 = 0.
-    assert second["x3"].decision == WAIT, second["x3"].plan
+    assert second["x3"].decision == Verdict.WAIT, second["x3"].plan
 
     # The other ETL pod finishes: 8 - 2 = 6 free on each node, llm goes whole.
     state.delete_pod(f"uid-etl-{other}", NOW)
     third = decisions(engine)
-    assert third["llm"].decision == RELEASE and sorted(third["llm"].plan.values()) == ["a", "b"]
-    assert third["x3"].decision == WAIT
+    assert third["llm"].decision == Verdict.RELEASE and sorted(third["llm"].plan.values()) == ["a", "b"]
+    assert third["x3"].decision == Verdict.WAIT
 
 
 def test_a_gang_released_ahead_of_a_starving_one_in_the_same_pass_does_not_erase_its_shadow_plan() -> None:
@@ -105,15 +105,15 @@ def test_a_gang_released_ahead_of_a_starving_one_in_the_same_pass_does_not_erase
         state.upsert_pod(obj, NOW)
     state.upsert_pod(member("x-0", "2", "x", 1, 6, gated=True), NOW)
     first = decisions(engine)
-    assert first["hi"].decision == RELEASE
+    assert first["hi"].decision == Verdict.RELEASE
     # llm is ranked first among the waiting by priority 0 = 0 and age, but after hi (priority 100).
-    assert first["llm"].decision == WAIT and "capacity is held for it on 2 node(s)" in first["llm"].reason
+    assert first["llm"].decision == Verdict.WAIT and "capacity is held for it on 2 node(s)" in first["llm"].reason
     # The slack llm leaves is 8 - 6 = 2 per node, and hi holds 4 of the 8 - 4 = 4 free now: x fits there.
-    assert first["x"].decision == RELEASE
+    assert first["x"].decision == Verdict.RELEASE
     for name, where in first["hi"].plan.items():
         bind(state, name, "4", "hi", 2, 5, where)
     second = decisions(engine)
-    assert second["llm"].decision == WAIT and "capacity is held for it on 2 node(s)" in second["llm"].reason
+    assert second["llm"].decision == Verdict.WAIT and "capacity is held for it on 2 node(s)" in second["llm"].reason
 
 
 def running_gang(state: ClusterState, where: str, extra_cpu: str) -> None:
@@ -128,8 +128,8 @@ def test_an_extra_member_of_a_running_gang_goes_where_it_fits() -> None:
     running_gang(state, "a", "3")
     got = decisions(engine)["el"]
     # a: 8 - 2 - 2 = 4 >= 3; b: 8 - 7 = 1 < 3.
-    assert got.decision == RELEASE and got.plan == {"el-2": "a"} and got.released == ["el-2"]
-    assert decisions(engine)["el"].decision != RELEASE, "released once; the next pass sees it reserved"
+    assert got.decision == Verdict.RELEASE and got.plan == {"el-2": "a"} and got.released == ["el-2"]
+    assert decisions(engine)["el"].decision != Verdict.RELEASE, "released once; the next pass sees it reserved"
 
 
 def test_a_whole_waiting_gang_goes_before_an_extra_member() -> None:
@@ -139,7 +139,7 @@ def test_a_whole_waiting_gang_goes_before_an_extra_member() -> None:
     for i in range(2):
         state.upsert_pod(member(f"w-{i}", "2", "w", 2, 5, gated=True), NOW)
     got = decisions(engine)
-    assert got["w"].decision == RELEASE and got["w"].plan == {"w-0": "a", "w-1": "a"}
+    assert got["w"].decision == Verdict.RELEASE and got["w"].plan == {"w-0": "a", "w-1": "a"}
     assert got["el"].released == [] and state.free("a")["cpu"] == 0
 
 
@@ -151,7 +151,7 @@ def test_an_extra_member_stays_out_of_a_starving_gangs_room() -> None:
         state.upsert_pod(member(f"llm-{i}", "7", "llm", 2, 0, gated=True), NOW)
     running_gang(state, "a", "2")
     got = decisions(engine)
-    assert got["llm"].decision == WAIT and "capacity is held for it on 2 node(s)" in got["llm"].reason
+    assert got["llm"].decision == Verdict.WAIT and "capacity is held for it on 2 node(s)" in got["llm"].reason
     assert got["el"].released == [], "el-2 (2 cpu) fits a's 4 free cpu, not its 1 cpu of slack"
     # 1-cpu extras fit the slack: one on a (then a's slack is spent), one on b (min(1 free, 1 slack)), then none.
     state.upsert_pod(member("el-3", "1", "el", 2, 5, gated=True), NOW)

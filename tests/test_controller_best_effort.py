@@ -7,7 +7,7 @@ would stay Pending for good. Such members are released unpinned; the others of t
 
 from __future__ import annotations
 
-from controller.engine import RELEASE, Engine
+from controller.engine import Engine, Verdict
 from controller.release import release_patch
 from controller.state import ClusterState
 from gang import keys
@@ -33,7 +33,7 @@ def test_members_the_plan_could_not_check_are_released_unpinned_the_rest_pinned(
     engine = Engine(state, Config(), lambda view: {keys.BEST_EFFORT: "true"})
     cycle = engine.cycle(1e10)
     (decision,) = cycle.gangs
-    assert decision.decision == RELEASE and "released unpinned" in decision.reason
+    assert decision.decision == Verdict.RELEASE and "released unpinned" in decision.reason
     pins = {r.pod.name: r.pin for r in cycle.releases}
     assert pins == {"ps-0": False, "worker-0": True}
     for release, obj in zip(sorted(cycle.releases, key=lambda r: r.pod.name), (spread, plain), strict=True):

@@ -15,7 +15,7 @@ from kubernetes import client, config
 
 from cluster.http import write_kubeconfig
 from cluster.local import LocalCluster, NodeSpec
-from controller.engine import WAIT, GangDecision
+from controller.engine import Cause, GangDecision, Verdict
 from controller.run import Controller
 from gang.config import Config
 from kube.events import EventRecorder
@@ -253,7 +253,8 @@ def test_an_announcement_the_rate_limit_dropped_is_told_on_a_later_pass(
                      "labels": {GROUP: "pi", MIN: "2"}},
         "spec": {"schedulingGates": [{"name": GATE}], "containers": member["spec"]["containers"]}})
     assert view.gang is not None
-    decision = GangDecision(view.gang, "", WAIT, "needs 8 cpu on 1 node; the most free is 2 cpu", cause="capacity")
+    decision = GangDecision(view.gang, "", Verdict.WAIT, "needs 8 cpu on 1 node; the most free is 2 cpu",
+                            cause=Cause.CAPACITY)
     assert controller.events.record(pod, "Normal", "Other", "uses the only token") is True
     controller._announce(decision)  # dropped: no token
     clock.now += 2

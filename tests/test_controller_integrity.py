@@ -12,7 +12,7 @@ import datetime
 import json
 from typing import Any
 
-from controller.engine import EVICT, RELEASE, RUNNING, WAIT, Cycle, Engine
+from controller.engine import Cycle, Engine, Verdict
 from controller.state import ClusterState
 from gang.config import Config
 from tests.contract import EXPECTED, GROUP, MIN, OWNER_UID
@@ -89,7 +89,7 @@ def test_a_member_whose_planned_node_another_scheduler_filled_evicts_the_gang_th
     state.upsert_pod(other("web-0", "2", node_name="b"), START + 2)
     cycle = run(engine, 2)
     assert evicted(cycle) == [("unplaceable", True, ["w-0", "w-1"])]
-    assert decision(cycle).decision == EVICT
+    assert decision(cycle).decision == Verdict.EVICT
     assert decision(cycle).reason == "w-1 was released onto node b and needs 3 cpu; the pods bound there since leave " \
         "only 2 cpu"
     assert run(engine, 3).evictions == [], "decided once: the members are out of the gang's view until gone"
@@ -156,7 +156,7 @@ def test_a_gang_that_ran_whole_replaces_its_stuck_member_and_keeps_running() -> 
     state.upsert_pod(other("web-0", "3", node_name="b"), START + 12)
     cycle = run(engine, 12)
     assert evicted(cycle) == [("unplaceable", False, ["w-2"])]
-    assert decision(cycle).decision == RUNNING
+    assert decision(cycle).decision == Verdict.RUNNING
 
 
 def test_a_replacement_of_a_gang_that_ran_whole_waits_for_room_instead_of_going_without_a_plan() -> None:
@@ -200,7 +200,8 @@ def test_a_member_released_by_someone_else_is_an_escaped_member_not_the_signal_t
     cycle = run(engine, 1)
     assert released(cycle) == {}, "the others are not released"
     assert evicted(cycle)[0][:3] == ("escaped", False, ["w-0"]), "w-0 is recreated through admission, gated"
-    assert (decision(cycle).decision, decision(cycle).reason) == (WAIT, "2/3 members present"), "w-0 is on its way"
+    assert (decision(cycle).decision, decision(cycle).reason) == (Verdict.WAIT, "2/3 members present"), \
+        "w-0 is on its way"
     assert state.free("a")["cpu"] == 4 and state.free("b")["cpu"] == 4, "w-0 holds no room: we did not release it"
 
 
@@ -226,7 +227,7 @@ def test_members_running_without_their_gang_are_evicted_after_the_bind_timeout()
     for i in range(2, 4):
         state.upsert_pod(member(f"w-{i}", "2", size=4, gated=True), START)
     first = run(engine, 0)
-    assert decision(first).decision == WAIT and first.evictions == []
+    assert decision(first).decision == Verdict.WAIT and first.evictions == []
     assert run(engine, 30).evictions == [], "30 s is not more than 30 s"
     cycle = run(engine, 31)
     assert evicted(cycle) == [("incomplete", True, ["w-0", "w-1", "w-2", "w-3"])]
@@ -258,7 +259,7 @@ def test_forged_expected_members_are_capped_by_the_gang_size() -> None:
         [{"role": "executor", "count": 50, "requests": {"cpu": "1"}}])
     state.upsert_pod(first, START)
     cycle = run(engine, 1)
-    assert decision(cycle).decision == RELEASE, "d-0 + 1 expected x 1 cpu fit; 50 would not"
+    assert decision(cycle).decision == Verdict.RELEASE, "d-0 + 1 expected x 1 cpu fit; 50 would not"
     assert len(decision(cycle).plan) == 2
 
 
@@ -277,7 +278,7 @@ def test_pods_queued_for_other_schedulers_that_could_take_the_planned_room_hold_
     assert "1 pod(s) queued for other schedulers" in decision(held).reason and "web/web-0" in decision(held).reason
     state.upsert_pod(other("web-0", "2", node_name="a", created=0), START + 2)
     cycle = run(engine, 2)
-    assert decision(cycle).decision == WAIT and decision(cycle).cause == "capacity", "a: 4 - 2 = 2 < 3"
+    assert decision(cycle).decision == Verdict.WAIT and decision(cycle).cause == "capacity", "a: 4 - 2 = 2 < 3"
 
 
 def test_queued_pods_that_are_old_unschedulable_or_harmless_do_not_hold_a_release() -> None:

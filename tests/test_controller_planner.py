@@ -14,17 +14,10 @@ from typing import TypeVar
 
 import pytest
 
-from controller.planner import (
-    Member,
-    NodeFree,
-    PlanResult,
-    check_placement,
-    limiting,
-    member_requests,
-    never_fits,
-    plan,
-)
+from controller.explain import limiting
+from controller.planner import PlanResult, check_placement, never_fits, plan
 from controller.predicates import normalize_port, ports_clash
+from controller.problem import Member, NodeFree, member_requests
 
 T = TypeVar("T")
 GPU = "nvidia.com/gpu"

@@ -1,4 +1,4 @@
-"""controller.predicates: kube-scheduler's static Filter plugins, one small predicate each.
+"""controller.predicates: kube-scheduler's static Filter plugins, one small filter each, each with its own table.
 
 Expected answers are derived by hand from the scheduler's documented rules:
 - Toleration.ToleratesTaint (k8s.io/api core/v1 toleration.go): empty effect matches all effects,
@@ -31,17 +31,24 @@ import pytest
 from controller.capacity import requests_of
 from controller.predicates import (
     ANY_HOST_IP,
+    FILTERS,
     TAINT_NOT_READY,
     TAINT_UNREACHABLE,
     TAINT_UNSCHEDULABLE,
+    Filter,
+    NodeAffinity,
+    NodeInfo,
+    NodeReadiness,
+    NodeResourcesFit,
+    NodeUnschedulable,
+    PodInfo,
+    TaintToleration,
     certifiability,
-    feasible_nodes,
-    has_resources_kinds,
+    feasible,
     host_port_conflict,
     host_ports,
-    matches_selector_and_affinity,
-    node_schedulable_for,
     tolerates,
+    unfit,
 )
 from gang import keys
 
@@ -77,6 +84,27 @@ def required(*terms: dict[str, Any]) -> dict[str, Any]:
 
 def expr(key: str, operator: str, *values: str) -> dict[str, Any]:
     return {"key": key, "operator": operator, **({"values": list(values)} if values else {})}
+
+
+def check(plugin: Filter, spec: dict[str, Any], obj: dict[str, Any],
+          requests: dict[str, Decimal] | None = None) -> str | None:
+    """One filter on its own: None when the node passes, else its reason."""
+    found = plugin.filter(PodInfo.of(spec, requests), NodeInfo.of(obj))
+    return None if found is None else found.reason
+
+
+def matches_selector_and_affinity(spec: dict[str, Any], obj: dict[str, Any]) -> str | None:
+    return check(NodeAffinity(), spec, obj)
+
+
+def has_resources_kinds(requests: dict[str, Decimal], obj: dict[str, Any]) -> str | None:
+    return check(NodeResourcesFit(), {}, obj, requests)
+
+
+def feasible_nodes(spec: dict[str, Any], objs: list[dict[str, Any]]) -> tuple[list[str], dict[str, str]]:
+    """The nodes passing every filter, and the first reason of each other one."""
+    pod, nodes = PodInfo.of(spec), [NodeInfo.of(obj) for obj in objs]
+    return feasible(pod, nodes), {n.name: found.reason for n in nodes if (found := unfit(pod, n)) is not None}
 
 
 # --- Toleration.ToleratesTaint -------------------------------------------------------------------
@@ -132,97 +160,107 @@ def test_tolerates(toleration, taint, expected):
     assert tolerates(toleration, taint) is expected
 
 
-# --- NodeUnschedulable, readiness, TaintToleration ------------------------------------------------
+# --- NodeUnschedulable ----------------------------------------------------------------------------
 
-
-def test_ready_untainted_node_accepts_any_pod():
-    assert node_schedulable_for({}, node()) is None
-
-
-def test_cordoned_node_is_out():
-    assert node_schedulable_for({}, node(unschedulable=True)) == "node(s) were unschedulable"
+UNSCHEDULABLE = "node(s) were unschedulable"
 
 
 @pytest.mark.parametrize(
-    "toleration",
+    ("tolerations", "unschedulable", "expected"),
     [
-        {"key": TAINT_UNSCHEDULABLE, "operator": "Exists", "effect": "NoSchedule"},
-        {"key": TAINT_UNSCHEDULABLE, "operator": "Exists"},  # empty effect: all effects
-        {"key": TAINT_UNSCHEDULABLE},  # Equal with value "" equals the synthetic taint's empty value
-        {"operator": "Exists"},  # tolerate everything (DaemonSet-style)
+        ([], False, None),
+        ([], True, UNSCHEDULABLE),
+        ([{"key": TAINT_UNSCHEDULABLE, "operator": "Exists", "effect": "NoSchedule"}], True, None),
+        ([{"key": TAINT_UNSCHEDULABLE, "operator": "Exists"}], True, None),  # empty effect: all effects
+        ([{"key": TAINT_UNSCHEDULABLE}], True, None),  # Equal with value "" equals the synthetic taint's empty value
+        ([{"operator": "Exists"}], True, None),  # tolerate everything (DaemonSet-style)
+        # The toleration must cover NoSchedule.
+        ([{"key": TAINT_UNSCHEDULABLE, "operator": "Exists", "effect": "NoExecute"}], True, UNSCHEDULABLE),
     ],
 )
-def test_cordoned_node_accepts_a_pod_tolerating_the_unschedulable_taint(toleration):
-    assert node_schedulable_for({"tolerations": [toleration]}, node(unschedulable=True)) is None
+def test_node_unschedulable(tolerations, unschedulable, expected):
+    assert check(NodeUnschedulable(), {"tolerations": tolerations}, node(unschedulable=unschedulable)) == expected
 
 
-def test_unschedulable_toleration_must_cover_no_schedule():
-    pod = {"tolerations": [{"key": TAINT_UNSCHEDULABLE, "operator": "Exists", "effect": "NoExecute"}]}
-    assert node_schedulable_for(pod, node(unschedulable=True)) == "node(s) were unschedulable"
+# --- NodeReadiness ----------------------------------------------------------------------------------
 
-
-@pytest.mark.parametrize("ready", ["False", "Unknown", None])
-def test_not_ready_node_is_out(ready):
-    assert node_schedulable_for({}, node(ready=ready)) == "node(s) were not ready"
-
-
-def test_not_ready_node_accepts_a_pod_tolerating_not_ready_no_schedule():
-    pod = {"tolerations": [{"key": TAINT_NOT_READY, "operator": "Exists", "effect": "NoSchedule"}]}
-    assert node_schedulable_for(pod, node(ready="False")) is None
-    assert node_schedulable_for({"tolerations": [{"key": TAINT_NOT_READY, "operator": "Exists"}]},
-                                node(ready="False")) is None
-
-
-def test_default_no_execute_tolerations_do_not_admit_a_not_ready_node():
-    # What DefaultTolerationSeconds adds to every pod.
-    defaults = [{"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
-                for key in (TAINT_NOT_READY, TAINT_UNREACHABLE)]
-    assert node_schedulable_for({"tolerations": defaults}, node(ready="False")) == "node(s) were not ready"
-    assert node_schedulable_for({"tolerations": defaults}, node(ready="Unknown")) == "node(s) were not ready"
-
-
-def test_unknown_readiness_needs_the_unreachable_toleration():
-    not_ready = {"tolerations": [{"key": TAINT_NOT_READY, "operator": "Exists", "effect": "NoSchedule"}]}
-    unreachable = {"tolerations": [{"key": TAINT_UNREACHABLE, "operator": "Exists", "effect": "NoSchedule"}]}
-    assert node_schedulable_for(not_ready, node(ready="Unknown")) == "node(s) were not ready"
-    assert node_schedulable_for(unreachable, node(ready="Unknown")) is None
-    assert node_schedulable_for(unreachable, node(ready=None)) is None  # never posted status = Unknown
-
-
-def test_unschedulable_is_reported_before_readiness():
-    assert node_schedulable_for({}, node(unschedulable=True, ready="False")) == "node(s) were unschedulable"
+NOT_READY = "node(s) were not ready"
+# What DefaultTolerationSeconds adds to every pod.
+DEFAULT_TOLERATIONS = [{"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+                       for key in (TAINT_NOT_READY, TAINT_UNREACHABLE)]
 
 
 @pytest.mark.parametrize(
-    ("taint", "message"),
+    ("tolerations", "ready", "expected"),
     [
-        (GPU, "node(s) had untolerated taint {gpu=true:NoSchedule}"),
-        ({"key": "maintenance", "value": "soon", "effect": "NoExecute"},
+        ([], "True", None),
+        ([], "False", NOT_READY),
+        ([], "Unknown", NOT_READY),
+        ([], None, NOT_READY),  # never posted status = Unknown
+        ([{"key": TAINT_NOT_READY, "operator": "Exists", "effect": "NoSchedule"}], "False", None),
+        ([{"key": TAINT_NOT_READY, "operator": "Exists"}], "False", None),
+        # The default NoExecute tolerations do not admit a node that is not ready.
+        (DEFAULT_TOLERATIONS, "False", NOT_READY),
+        (DEFAULT_TOLERATIONS, "Unknown", NOT_READY),
+        # Unknown readiness needs the unreachable toleration.
+        ([{"key": TAINT_NOT_READY, "operator": "Exists", "effect": "NoSchedule"}], "Unknown", NOT_READY),
+        ([{"key": TAINT_UNREACHABLE, "operator": "Exists", "effect": "NoSchedule"}], "Unknown", None),
+        ([{"key": TAINT_UNREACHABLE, "operator": "Exists", "effect": "NoSchedule"}], None, None),
+    ],
+)
+def test_node_readiness(tolerations, ready, expected):
+    assert check(NodeReadiness(), {"tolerations": tolerations}, node(ready=ready)) == expected
+
+
+# --- TaintToleration --------------------------------------------------------------------------------
+
+TEAM_ML = {"key": "team", "value": "ml", "effect": "NoSchedule"}
+THREE_TAINTS = [GPU, {"key": "zone-a", "effect": "NoExecute"}, TEAM_ML]
+GPU_AND_ZONE = [{"key": "gpu", "operator": "Exists"}, {"key": "zone-a", "operator": "Exists"}]
+
+
+@pytest.mark.parametrize(
+    ("tolerations", "taints", "expected"),
+    [
+        ([], [], None),
+        # Untolerated NoSchedule and NoExecute taints are named.
+        ([], [GPU], "node(s) had untolerated taint {gpu=true:NoSchedule}"),
+        ([], [{"key": "maintenance", "value": "soon", "effect": "NoExecute"}],
          "node(s) had untolerated taint {maintenance=soon:NoExecute}"),
-        ({"key": "dedicated", "effect": "NoSchedule"}, "node(s) had untolerated taint {dedicated:NoSchedule}"),
+        ([], [{"key": "dedicated", "effect": "NoSchedule"}], "node(s) had untolerated taint {dedicated:NoSchedule}"),
+        # PreferNoSchedule is only a score.
+        ([], [{"key": "spot", "effect": "PreferNoSchedule"}], None),
+        # Tolerated taints pass and the first untolerated one is reported.
+        (GPU_AND_ZONE, THREE_TAINTS, "node(s) had untolerated taint {team=ml:NoSchedule}"),
+        ([*GPU_AND_ZONE, TEAM_ML], THREE_TAINTS, None),
     ],
 )
-def test_untolerated_no_schedule_and_no_execute_taints_are_named(taint, message):
-    assert node_schedulable_for({}, node(taints=[taint])) == message
-
-
-def test_prefer_no_schedule_taints_are_only_a_score():
-    assert node_schedulable_for({}, node(taints=[{"key": "spot", "effect": "PreferNoSchedule"}])) is None
-
-
-def test_tolerated_taints_pass_and_the_first_untolerated_one_is_reported():
-    taints = [GPU, {"key": "zone-a", "effect": "NoExecute"}, {"key": "team", "value": "ml", "effect": "NoSchedule"}]
-    pod = {"tolerations": [{"key": "gpu", "operator": "Exists"}, {"key": "zone-a", "operator": "Exists"}]}
-    assert node_schedulable_for(pod, node(taints=taints)) == "node(s) had untolerated taint {team=ml:NoSchedule}"
-    pod["tolerations"].append({"key": "team", "value": "ml", "effect": "NoSchedule"})
-    assert node_schedulable_for(pod, node(taints=taints)) is None
+def test_taint_toleration(tolerations, taints, expected):
+    assert check(TaintToleration(), {"tolerations": tolerations}, node(taints=taints)) == expected
 
 
 def test_expected_member_description_uses_its_tolerations():
     member = {"role": "executor", "count": 3, "requests": {"cpu": "1"}, "nodeSelector": {},
               "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}], "affinity": None}
-    assert node_schedulable_for(member, node(taints=[GPU])) is None
-    assert node_schedulable_for({**member, "tolerations": []}, node(taints=[GPU])) is not None
+    assert check(TaintToleration(), member, node(taints=[GPU])) is None
+    assert check(TaintToleration(), {**member, "tolerations": []}, node(taints=[GPU])) is not None
+
+
+# --- Every filter, in the scheduler's order ------------------------------------------------------------
+
+
+def test_ready_untainted_node_accepts_any_pod():
+    assert unfit(PodInfo.of({}), NodeInfo.of(node())) is None
+
+
+def test_unschedulable_is_reported_before_readiness():
+    found = unfit(PodInfo.of({}), NodeInfo.of(node(unschedulable=True, ready="False")))
+    assert found is not None and isinstance(found.filter, NodeUnschedulable) and found.reason == UNSCHEDULABLE
+
+
+def test_filters_run_in_the_schedulers_order():
+    assert [f.name for f in FILTERS] == ["NodeUnschedulable", "NodeReadiness", "TaintToleration", "NodeAffinity",
+                                         "NodeResourcesFit"]
 
 
 # --- NodeAffinity ---------------------------------------------------------------------------------
@@ -368,7 +406,7 @@ def test_expected_member_description_uses_its_selector_and_affinity():
     assert matches_selector_and_affinity(member, node(labels={"disk": "ssd"})) == AFFINITY
 
 
-# --- Resources the node doesn't offer --------------------------------------------------------------
+# --- NodeResourcesFit: resources the node doesn't offer --------------------------------------------------------------
 
 
 def test_node_without_an_extended_resource_lacks_it():
@@ -567,10 +605,10 @@ def test_every_reason_is_reported():
     assert certifiability(spec) == "topology spread constraints; dynamic resource claims; unbound volume claims (d)"
 
 
-# --- feasible_nodes -------------------------------------------------------------------------------------
+# --- feasible: every filter ------------------------------------------------------------------------------------------
 
 
-def test_feasible_nodes_runs_every_static_predicate():
+def test_feasible_nodes_runs_every_filter():
     gpu = {"cpu": "8", "memory": "32Gi", "pods": "110", "nvidia.com/gpu": "8"}
     nodes = [
         node("good", labels={"pool": "gpu"}, allocatable=gpu),
@@ -618,9 +656,9 @@ def test_feasible_nodes_of_nothing():
     assert feasible_nodes({}, []) == ([], {})
 
 
-def test_feasible_nodes_agrees_with_each_predicate_node_by_node():
-    """feasible_nodes evaluates each distinct node look once; the answers must be those of the predicates
-    applied to every node on its own, over nodes that differ in every way the predicates read."""
+def test_feasible_nodes_agrees_with_each_filter_on_its_own():
+    """feasible and unfit run the registered filters; the answers must be those of each filter on its own, in the
+    scheduler's order, over nodes that differ in every way the filters read."""
     rng = random.Random(11)
     taints = [[], [GPU], [{"key": "team", "value": "a", "effect": "NoSchedule"}],
               [{"key": "team", "value": "b", "effect": "NoExecute"}, GPU]]
@@ -646,8 +684,10 @@ def test_feasible_nodes_agrees_with_each_predicate_node_by_node():
     ]
     for spec in specs:
         requests = requests_of(spec)
-        expected = {n["metadata"]["name"]: node_schedulable_for(spec, n) or matches_selector_and_affinity(spec, n)
-                    or has_resources_kinds(requests, n) for n in nodes}
+        in_order = (NodeUnschedulable(), NodeReadiness(), TaintToleration(), NodeAffinity(), NodeResourcesFit())
+        expected = {n["metadata"]["name"]: next((reason for plugin in in_order
+                                                 if (reason := check(plugin, spec, n, requests)) is not None), None)
+                    for n in nodes}
         names, reasons = feasible_nodes(spec, nodes)
         assert names == [name for name, reason in expected.items() if reason is None], spec
         assert reasons == {name: reason for name, reason in expected.items() if reason is not None}, spec

@@ -15,7 +15,7 @@ import jsonpatch
 import pytest
 
 from cluster.validation import validate_pod_update
-from controller.predicates import matches_selector_and_affinity
+from controller.predicates import NodeAffinity, NodeInfo, PodInfo, Unfit
 from controller.release import release_patch
 from tests.contract import GATE
 
@@ -23,6 +23,10 @@ PLANNED = "scheduling.kubenexus.io/planned-node"
 RESERVED = "scheduling.kubenexus.io/reserved-nodes"
 UNRESOLVED = "scheduling.kubenexus.io/unresolved"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def matches_selector_and_affinity(spec: dict[str, Any], obj: dict[str, Any]) -> Unfit | None:
+    return NodeAffinity().filter(PodInfo.of(spec), NodeInfo.of(obj))
 
 
 def node(name: str, **labels: str) -> dict[str, Any]:

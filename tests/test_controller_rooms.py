@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from controller.engine import RELEASE, RUNNING, WAIT, Engine
+from controller.engine import Engine, Verdict
 from controller.rooms import RoomIndex, Rooms, prefix, room, shape_of
 from controller.state import ClusterState
 from gang.config import Config
@@ -118,21 +118,21 @@ def test_a_cached_not_yet_holds_until_room_frees_then_the_gang_goes() -> None:
         state.upsert_pod(pod(name, "6", node_name="a" if name == "web-0" else "b", phase="Running", gang=False))
     for i in range(2):
         state.upsert_pod(member(f"big-{i}", "5"))
-    assert decision(engine, "big") == WAIT
+    assert decision(engine, "big") == Verdict.WAIT
     freed = state.freed
     # Something else takes room: nothing freed, the cached answer stands (and is still right).
     state.upsert_pod(pod("web-2", "1", node_name="a", phase="Running", gang=False))
-    assert state.freed == freed and decision(engine, "big") == WAIT
+    assert state.freed == freed and decision(engine, "big") == Verdict.WAIT
     # A status update that changes nothing a decision reads frees nothing either.
     state.upsert_pod(pod("web-2", "1", node_name="a", phase="Running", gang=False))
     assert state.freed == freed
     # web-1 finishes: room frees on b, and the next pass plans again and releases.
     state.upsert_pod(pod("web-1", "6", node_name="b", phase="Succeeded", gang=False))
     assert state.freed > freed
-    assert decision(engine, "big") == WAIT, "5 + 5 cpu: b has 8 free now, a still has 1"
+    assert decision(engine, "big") == Verdict.WAIT, "5 + 5 cpu: b has 8 free now, a still has 1"
     state.delete_pod("uid-web-2")
     state.delete_pod("uid-web-0")
-    assert decision(engine, "big") == RELEASE
+    assert decision(engine, "big") == Verdict.RELEASE
 
 
 def test_a_nomination_given_up_frees_room_for_a_cached_gang() -> None:
@@ -143,17 +143,17 @@ def test_a_nomination_given_up_frees_room_for_a_cached_gang() -> None:
     state.upsert_pod(nominated)
     for i in range(2):
         state.upsert_pod(member(f"duo-{i}", "3"))
-    assert decision(engine, "duo") == WAIT
+    assert decision(engine, "duo") == Verdict.WAIT
     nominated["status"].pop("nominatedNodeName")
     state.upsert_pod(nominated)
-    assert decision(engine, "duo") == RELEASE
+    assert decision(engine, "duo") == Verdict.RELEASE
 
 
 def test_a_binding_member_gives_up_its_reservation_and_the_gang_view_is_rebuilt() -> None:
     state, engine = engine_with(node("a", cpu="8"))
     for i in range(2):
         state.upsert_pod(member(f"duo-{i}", "3"))
-    assert decision(engine, "duo") == RELEASE
+    assert decision(engine, "duo") == Verdict.RELEASE
     version = state.gang_versions[("ml", "duo", "root-duo")]
     freed = state.freed
     bound = member("duo-0", "3", node_name="a", phase="Running")
@@ -161,20 +161,21 @@ def test_a_binding_member_gives_up_its_reservation_and_the_gang_view_is_rebuilt(
     state.upsert_pod(bound)
     assert state.gang_versions[("ml", "duo", "root-duo")] > version
     assert state.freed > freed, "reserved → bound: the unbound share of the node shrank"
-    assert decision(engine, "duo") == RUNNING, "the other member is released already: nothing to do"
+    assert decision(engine, "duo") == Verdict.RUNNING, "the other member is released already: nothing to do"
     gates = [p.gates for p in state.members(("ml", "duo", "root-duo"))]
     assert tuple(sorted(gates)) == ((), (GATE,))
 
 
 def test_feasibility_by_node_kind_is_feasibility_node_by_node() -> None:
-    """The engine evaluates the static predicates once per node kind (nodes alike but for name and hostname
-    label) unless a pod names nodes; either way the answer must be feasible_nodes over every node."""
-    from controller.predicates import feasible_nodes
+    """The engine evaluates the filters once per node kind (nodes alike but for name and hostname
+    label) unless a pod names nodes; either way the answer must be the filters' over every node object."""
+    from controller.predicates import NodeInfo, PodInfo, feasible
     from tests.test_controller_predicates import GPU, expr, required
     from tests.test_controller_predicates import node as full_node
 
     rng = random.Random(3)
     state = ClusterState()
+    objects = []
     for i in range(80):
         obj = full_node(f"n{i:02d}", labels={k: v for k, v in (("pool", rng.choice(["a", "b", None])),
                                                                ("zone", rng.choice(["1", "2"]))) if v},
@@ -184,6 +185,7 @@ def test_feasibility_by_node_kind_is_feasibility_node_by_node() -> None:
         if rng.random() < 0.9:  # most nodes carry their hostname label, some under another name, some none
             obj["metadata"]["labels"]["kubernetes.io/hostname"] = obj["metadata"]["name"] if i % 7 else f"h{i}"
         state.upsert_node(obj)
+        objects.append(obj)
     engine = Engine(state, Config())
     specs = [
         {},
@@ -202,15 +204,15 @@ def test_feasibility_by_node_kind_is_feasibility_node_by_node() -> None:
     assert len(kinds) < len(state.nodes) * 3 / 4, "the nodes above must share kinds, or this tests nothing"
     for i, spec in enumerate(specs):
         usage = {"cpu": D(1), "pods": D(1)} | ({"nvidia.com/gpu": D(1)} if "containers" in spec else {})
-        objects = [view.obj for view in state.nodes.values()]
-        expected, _ = feasible_nodes(spec, objects, {r: v for r, v in usage.items() if r != "pods"})
-        assert engine.feasible(f"key-{i}", spec, usage) == frozenset(expected), spec
+        expected = feasible(PodInfo.of(spec, {r: v for r, v in usage.items() if r != "pods"}),
+                            [NodeInfo.of(obj) for obj in objects])
+        assert engine.feasibility.nodes(f"key-{i}", spec, usage) == frozenset(expected), spec
 
 
 def test_the_resource_named_as_running_out_is_the_one_a_walk_over_every_node_finds() -> None:
-    """The engine reads it from single-resource room indexes kept across passes; planner.limiting walks the
+    """The engine reads it from single-resource room indexes kept across passes; explain.limiting walks the
     nodes' free capacity. Through changing loads, a gang that does not fit: the reasons must agree, pass after pass."""
-    from controller.planner import limiting
+    from controller.explain import limiting
 
     rng = random.Random(9)
     # 12 nodes of 16 cpu and 6 pod slots; a member takes 3 cpu: 5 per empty node by cpu, 6 by slots.
@@ -243,7 +245,7 @@ def test_the_resource_named_as_running_out_is_the_one_a_walk_over_every_node_fin
             state.delete_pod(f"uid-{added.pop(rng.randrange(len(added)))}")
         new_gang(f"big{step}")
         got = next(d for d in engine.cycle(1e10).gangs if d.name == f"big{step}")
-        assert got.decision == WAIT, got.reason
+        assert got.decision == Verdict.WAIT, got.reason
         slots = int(re.search(r"room for only (\d+)", got.reason).group(1))
         expected = limiting(usage, [state.free(n) for n in state.nodes], slots)
         seen.add(expected)

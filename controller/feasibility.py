@@ -1,0 +1,96 @@
+"""Static feasibility for the engine, cached on the state's ``shape_version``: which nodes pass every filter for
+members of one placement key, and which gangs could never fit even on an otherwise empty cluster.
+
+The filters (``controller/predicates.py``) are evaluated once per node kind (``NodeView.kind``: everything they read
+but the node's name and hostname label), node by node only for pods whose selector or affinity names nodes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from controller.capacity import PODS, subtract
+from controller.members import GangKey, NodeView, PodView
+from controller.planner import never_fits
+from controller.predicates import HostPort, PodInfo, feasible
+from controller.problem import Member, NodeFree
+from controller.state import ClusterState
+
+# A gang's shape as never-fits sees it: the node shapes' version and, per member shape, how many members.
+GangShape = tuple[int, frozenset[tuple[tuple[frozenset[str], tuple[tuple[str, Decimal], ...], frozenset[HostPort]],
+                                       int]]]
+_NEVER_LIMIT = 10_000  # cached never-fits answers, then start over
+
+
+class Feasibility:
+    """Feasible node sets per placement key, and never-fits proofs per gang shape."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self._nodes: dict[str, frozenset[str]] = {}
+        self._version = -1
+        self._kinds: dict[str, list[NodeView]] = {}  # nodes by kind, as of _version
+        self._never: dict[tuple[GangKey, GangShape], str | None] = {}
+        self._fits_somewhere: set[GangShape] = set()  # gang shapes proven able to fit on an otherwise empty cluster
+
+    def nodes(self, key: str, spec: Mapping[str, Any], usage: Mapping[str, Decimal]) -> frozenset[str]:
+        """The nodes that pass every filter for members of this placement key; evaluated once per node kind (nodes
+        that differ only in name), node by node only when the pod names nodes."""
+        if self._version != self.state.shape_version:
+            self._nodes.clear()
+            self._kinds.clear()
+            self._version = self.state.shape_version
+        nodes = self._nodes.get(key)
+        if nodes is None:
+            pod = PodInfo.of(spec, {r: v for r, v in usage.items() if r != PODS})
+            if pod.names_nodes:
+                views = list(self.state.nodes.values())
+            else:
+                if not self._kinds:
+                    for view in self.state.nodes.values():
+                        self._kinds.setdefault(view.kind, []).append(view)
+                views = [same[0] for same in self._kinds.values()]
+            names = feasible(pod, [view.info for view in views])
+            if len(views) < len(self.state.nodes):
+                passed = set(names)
+                names = [view.name for same in self._kinds.values() if same[0].name in passed for view in same]
+            found = frozenset(names)
+            # One object per distinct set: sets of frozensets then compare by identity, not element by element.
+            nodes = self._nodes[key] = next((s for s in self._nodes.values() if s == found), found)
+        return nodes
+
+    def admits(self, pod: PodView, node: str) -> bool:
+        """The node passes the pod's filters (taints, selector, affinity, resource kinds)."""
+        spec = pod.spec or {}
+        info = PodInfo.of(spec, {r: v for r, v in pod.usage.items() if r != PODS})
+        if not info.names_nodes:
+            return node in self.nodes(pod.key, spec, pod.usage)
+        view = self.state.nodes.get(node)
+        return view is not None and bool(feasible(info, [view.info]))
+
+    def never_fits(self, key: GangKey, members: Sequence[Member]) -> str | None:
+        """Cached per gang shape and node shape: a proof that it cannot fit even on an otherwise empty cluster."""
+        homeless = [m.name for m in members if not m.nodes]
+        if homeless:
+            return (f"{homeless[0]} has no schedulable node that matches its node selector, affinity and tolerations "
+                    "and offers every resource it requests")
+        shape: GangShape = (self.state.shape_version, frozenset(Counter(
+            (m.nodes, tuple(sorted(m.requests.items())), m.host_ports) for m in members).items()))
+        if shape in self._fits_somewhere:  # another gang of this shape was proven able to fit: so is this one
+            return None
+        signature = (key, shape)
+        if signature not in self._never:
+            if len(self._never) > _NEVER_LIMIT:
+                self._never.clear()
+                self._fits_somewhere.clear()
+            names = sorted(set().union(*{m.nodes for m in members}))
+            state = self.state
+            nodes = [NodeFree(n, subtract(state.nodes[n].allocatable, state.permanent(n)), state.permanent_ports(n))
+                     for n in names if n in state.nodes]
+            self._never[signature] = reason = never_fits(members, nodes)
+            if reason is None:
+                self._fits_somewhere.add(shape)
+        return self._never[signature]

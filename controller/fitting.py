@@ -1,0 +1,143 @@
+"""One gang against the cluster as it sees it: its members as the planner's, each node's free capacity less what
+others hold, and plans that the room indexes guide (``controller/rooms.py``: "certainly not" without a walk over
+every node, and the few nodes to try before all of them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from controller.bookkeeping import Gang, HeldRoom
+from controller.capacity import subtract
+from controller.explain import slots_text, too_big_text
+from controller.feasibility import Feasibility
+from controller.members import PodView
+from controller.planner import PlanResult, plan
+from controller.predicates import HostPort, gang_member_port
+from controller.problem import Member, NodeFree
+from controller.rooms import RoomIndex, Rooms, Shape, prefix
+from controller.state import ClusterState
+from gang.resources import Resources
+
+
+def usable(members: Sequence[Member]) -> list[str]:
+    """Every node some member may use, by name."""
+    return sorted(set().union(*{m.nodes for m in members})) if members else []
+
+
+class Fitting:
+    """Members and node capacity as one gang sees them, and its plans."""
+
+    def __init__(self, state: ClusterState, feasibility: Feasibility, rooms: Rooms) -> None:
+        self.state = state
+        self.feasibility = feasibility
+        self.rooms = rooms
+
+    # --- members ---------------------------------------------------------------------------------------
+
+    def member(self, pod: PodView, gang: Gang) -> Member:
+        ports = pod.ports | {_apart_port(gang, pod.name, pod.apart)} if gang.apart else pod.ports
+        return Member(pod.name, pod.usage, self.feasibility.nodes(pod.key, pod.spec or {}, pod.usage), ports)
+
+    def expected_members(self, gang: Gang) -> list[Member]:
+        return [self.expected_member(gang, i) for i in range(len(gang.expected))]
+
+    def expected_member(self, gang: Gang, index: int) -> Member:
+        e = gang.expected[index]
+        name = f"{e.role} (expected #{index + 1})"
+        ports = frozenset({_apart_port(gang, name, e.apart)}) if gang.apart else frozenset()
+        return Member(name, e.usage, self.feasibility.nodes(e.key, e.spec, e.usage), ports)
+
+    def _members_on(self, gang: Gang) -> dict[str, set[HostPort]]:
+        """Per node, the pseudo ports of the gang's members already there (bound or released) if it keeps apart."""
+        on: dict[str, set[HostPort]] = {}
+        for pod in gang.members if gang.apart else ():
+            node = self.state.charged_node(pod.uid)
+            if node:
+                on.setdefault(node, set()).add(_apart_port(gang, pod.name, pod.apart))
+        return on
+
+    # --- capacity as one gang sees it --------------------------------------------------------------
+
+    def nodes(self, gang: Gang, names: Sequence[str], held: HeldRoom,
+              limits: Mapping[str, Resources] | None) -> list[NodeFree]:
+        """Free capacity as ``gang`` sees it on ``names``: minus nominated pods of at least its priority, room held
+        for gangs (its own too), and a starving gang's limits."""
+        state = self.state
+        own = state.gangs.get(gang.key, ())
+        members_on = self._members_on(gang)
+        nominated = set(state.nominated_nodes())
+        held_nodes = [per_node for per_node in held.values() if per_node]
+        result = []
+        for name in names:
+            free = state.free(name)  # shared with the state: the planner only reads it
+            if name in nominated:
+                for uid, priority, usage in state.nominated(name):
+                    if priority >= gang.priority and uid not in own:
+                        free = subtract(free, usage)
+            for per_node in held_nodes:
+                if name in per_node:
+                    free = subtract(free, per_node[name])
+            if limits is not None and name in limits:
+                free = {r: min(v, limits[name].get(r, v)) for r, v in free.items()}
+            ports = state.used_ports(name)
+            if name in members_on:
+                ports |= members_on[name]
+            result.append(NodeFree(name, free, ports))
+        return result
+
+    def plan(self, members: Sequence[Member], gang: Gang, held: HeldRoom,
+             limits: Mapping[str, Resources] | None) -> PlanResult:
+        """``plan`` over every node some member may use, as ``gang`` sees them."""
+        return plan(members, self.nodes(gang, usable(members), held, limits))
+
+    def plan_guided(self, members: list[Member], shapes: list[Shape], gang: Gang, held: HeldRoom,
+                    limits: Mapping[str, Resources] | None) -> PlanResult:
+        """``plan`` over the nodes as ``gang`` sees them; the room indexes first say "certainly not" cheaply or
+        name the few nodes to try before all of them. Members with host ports (or kept apart) are planned directly."""
+        if any(m.host_ports for m in members):
+            return self.plan(members, gang, held, limits)
+        groups: dict[Shape, list[Member]] = {}
+        for member, shape in zip(members, shapes, strict=True):
+            groups.setdefault(shape, []).append(member)
+        shapes_of = {self.rooms.index(shape, group[0].nodes): shape for shape, group in groups.items()}
+        demand = {index: groups[shape] for index, shape in shapes_of.items()}
+        slots = {index: index.slots(len(group)) for index, group in demand.items()}
+        if any(slots[index] < len(group) for index, group in demand.items()):
+            return self._no_room(demand, slots, len(members), shapes_of)
+        sets = {m.nodes for m in members}  # interned: one per placement key
+        order = self.rooms.sorted_nodes(next(iter(sets)) if len(sets) == 1 else frozenset().union(*sets))
+        names = prefix(order, {index: len(group) for index, group in demand.items()})
+        if names and len(names) < len(order):
+            found = plan(members, self.nodes(gang, names, held, limits))
+            if found.fits:
+                return found
+        return plan(members, self.nodes(gang, order, held, limits))
+
+    def _no_room(self, demand: Mapping[RoomIndex, list[Member]], slots: Mapping[RoomIndex, int],
+                 total: int, shapes: Mapping[RoomIndex, Shape]) -> PlanResult:
+        """The planner's reason, from the room indexes: a member no node can hold, or too few slots for a class."""
+        short = [(index, group) for index, group in demand.items() if slots[index] < len(group)]
+        index, group = next(((i, g) for i, g in short if not slots[i]), short[0])
+        if not slots[index]:
+            most = {resource: index.most(resource) for resource in index.usage}
+            reason = too_big_text(group[0].name, index.usage, len(index.nodes), most, "free")
+        else:
+            limit = self._limiting(shapes[index], index.nodes, slots[index])
+            reason = slots_text(len(group), group[0].name, index.usage, len(index.nodes), slots[index], (), limit)
+        placed = sum(min(slots[i], len(g)) for i, g in demand.items())
+        if len(demand) == 1:  # one class: first-fit places exactly that many
+            return PlanResult(None, placed, f"{reason}; the largest placement found holds {placed} of {total} members")
+        return PlanResult(None, 0, f"{reason}; at most {placed} of {total} members have room now")
+
+    def _limiting(self, shape: Shape, nodes: frozenset[str], slots: int) -> str:
+        """``explain.limiting`` from room indexes of the shape's resources one at a time: an index stops walking
+        once it has found room for more than ``slots``, so only the resource that runs out walks every node."""
+        for resource, quantity in shape[1]:
+            if quantity > 0 and self.rooms.index((shape[0], ((resource, quantity),)), nodes).slots(slots + 1) <= slots:
+                return resource
+        return ""
+
+
+def _apart_port(gang: Gang, name: str, with_term: bool) -> HostPort:
+    return gang_member_port(gang.key[0], gang.key[1], None if with_term else name)
