@@ -38,7 +38,7 @@ lint: $(STAMP) typecheck
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict --follow-imports=silent gang controller workloads
-	$(BIN)/mypy kube webhook certs kubenexus cluster bench
+	$(BIN)/mypy kube webhook certs kubenexus cluster
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -145,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
     timeline = Timeline()
     from cluster.local import LocalCluster, NodeSpec  # the emulator loads only for the demo
 
-    nodes = [NodeSpec(f"cpu-{i}", cpu="8", memory="32Gi") for i in range(2)] + [
+    nodes: list[NodeSpec | dict[str, Any]] = [NodeSpec(f"cpu-{i}", cpu="8", memory="32Gi") for i in range(2)]
+    nodes += [
         NodeSpec(f"gpu-{i}", cpu="16", memory="64Gi", extra=(("nvidia.com/gpu", "4"),)) for i in range(2)]
     with LocalCluster(nodes) as cluster:
         cluster.run_components()
@@ -164,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
             gate_controller = Controller(new_api_client(cluster.add_user(CONTROLLER_IDENTITY), 32, 3), Config()).start()
             timeline.say("gate controller started: watches pods and nodes, releases a gang when all of it fits")
             core = client.CoreV1Api(kube)
-            core.create_namespace({"metadata": {"name": NAMESPACE}})
+            core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE)))
             seen: dict[str, str] = {}
             stop = threading.Event()
             watcher = threading.Thread(target=_watch_pods, args=(core, timeline, stop, seen), daemon=True)
@@ -188,9 +189,9 @@ def run(args: argparse.Namespace) -> int:
                 time.sleep(0.2)
             stop.set()
             _decisions(webhook.log_path, offset, timeline)
-            pods = core.list_namespaced_pod(NAMESPACE).items
-            gated = [p.metadata.name for p in pods if p.spec.scheduling_gates]
-            running = [p.metadata.name for p in pods if p.status.phase == "Running"]
+            pods = [pod.to_dict() for pod in core.list_namespaced_pod(NAMESPACE).items]
+            gated = [p["metadata"]["name"] for p in pods if p["spec"].get("scheduling_gates")]
+            running = [p["metadata"]["name"] for p in pods if p["status"].get("phase") == "Running"]
             print()
             print(f"{len(pods)} pods: {len(gated)} held by the gang gate, {len(running)} running.")
             print("Each gang started whole or not at all: bert waited for resnet's GPUs and started when they were "
