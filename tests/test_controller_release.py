@@ -14,7 +14,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from cluster.validation import validate_pod_update
+from cluster.validation.pod_update import validate_pod_update
 from controller.predicates import matches_selector_and_affinity
 from controller.release import release_patch
 from tests.contract import GATE
