@@ -26,7 +26,9 @@ from cluster.operators.base import Operator
 from cluster.operators.ray import group_size
 from cluster.operators.spark import executor_count, resources
 from cluster.scheduler import Scheduler
-from tests.conftest import wait_for
+from tests.support.polling import wait_for
+
+pytestmark = pytest.mark.e2e
 
 Obj = dict[str, Any]
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"

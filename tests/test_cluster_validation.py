@@ -20,6 +20,8 @@ from cluster.validation.meta import MAX_ANNOTATIONS_BYTES, validate_object_meta
 from cluster.validation.pod import validate_pod_create
 from cluster.validation.pod_update import validate_pod_update
 
+pytestmark = pytest.mark.unit
+
 GATE = "kubenexus.io/gang"
 QNAME_MSG = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
              "character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
@@ -172,7 +174,7 @@ def test_node_name_with_scheduling_gates_is_forbidden_at_create() -> None:
 
 
 def test_scheduler_name_is_not_validated_upstream() -> None:
-    """ValidatePodSpec has no schedulerName rule: any string is accepted (tests/pod_rules.py is stricter)."""
+    """ValidatePodSpec has no schedulerName rule: any string is accepted."""
     assert validate_pod_create(pod(schedulerName="Not_A_DNS_Name")) == []
 
 

@@ -26,6 +26,8 @@ from controller.planner import (
 )
 from controller.predicates import normalize_port, ports_clash
 
+pytestmark = pytest.mark.unit
+
 T = TypeVar("T")
 GPU = "nvidia.com/gpu"
 

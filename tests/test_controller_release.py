@@ -17,7 +17,9 @@ import pytest
 from cluster.validation.pod_update import validate_pod_update
 from controller.predicates import matches_selector_and_affinity
 from controller.release import release_patch
-from tests.contract import GATE
+from tests.support.contract import GATE
+
+pytestmark = pytest.mark.unit
 
 PLANNED = "scheduling.kubenexus.io/planned-node"
 RESERVED = "scheduling.kubenexus.io/reserved-nodes"

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import KUBENEXUS
-from tests.contract import EXPECTED, GROUP
+from kubenexus.local_webhook import KUBENEXUS
+from tests.support.contract import EXPECTED, GROUP
+
+pytestmark = pytest.mark.e2e
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -19,6 +19,8 @@ from gang.objects import LookupFailed, MemorySource
 from gang.owners import MAX_HOPS, Outcome, walk_owners
 from kube.owner_cache import CachedSource, deep_size
 
+pytestmark = pytest.mark.unit
+
 NS = "team-a"
 SPARK = "sparkoperator.k8s.io/v1beta2"
 
