@@ -8,6 +8,7 @@ quantities through here, so a value means the same thing everywhere in the emula
 from __future__ import annotations
 
 import decimal
+import functools
 import re
 from dataclasses import dataclass
 from decimal import Decimal
@@ -117,7 +118,13 @@ def _interpret(suffix: str) -> tuple[int, int, str]:
 
 
 def parse_quantity(raw: Any) -> Quantity:
-    """ParseQuantity: exact value, rounded up to 1n like the apiserver (binary values capped at 2^63-1)."""
+    """ParseQuantity: exact value, rounded up to 1n like the apiserver (binary values capped at 2^63-1).
+
+    The same few texts recur in every pod the scheduler and kubelets count, so each scalar is parsed once."""
+    return _parse_cached(raw) if isinstance(raw, str | int | float) else _parse(raw)
+
+
+def _parse(raw: Any) -> Quantity:
     text = _quantity_text(raw)
     if not text:
         raise QuantityError(_ERR_FORMAT)
@@ -132,6 +139,10 @@ def parse_quantity(raw: Any) -> Quantity:
         if 0 < amount < 1:
             fmt = "DecimalSI"
     return Quantity(-amount if negative else amount, fmt)
+
+
+# typed: True and 1 hash alike, and only the integer is a quantity.
+_parse_cached = functools.lru_cache(maxsize=4096, typed=True)(_parse)
 
 
 def parse_or_none(raw: Any) -> Quantity | None:
