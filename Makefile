@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench soak lint typecheck clean
+.PHONY: test test-unit demo bench soak lint typecheck clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,9 @@ test: $(STAMP) typecheck
 	$(BIN)/python bench/controller_bench.py --smoke
 	$(BIN)/python bench/owner_cache_bench.py --smoke
 	$(BIN)/python bench/soak.py --smoke
+
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest -q -m unit
 
 bench: $(STAMP)
 	$(BIN)/python bench/admission_bench.py

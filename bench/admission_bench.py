@@ -12,6 +12,7 @@ warms the owner cache with a Spark application, then measures over reused TLS co
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import platform
@@ -24,10 +25,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.loadgen import run  # noqa: E402
+from bench.reviews import admit, review_body  # noqa: E402
 from certs.generate import generate  # noqa: E402
+from cluster.stub import StubApiServer  # noqa: E402
 from gang.config import Config  # noqa: E402
-from tests.apiserver_stub import StubApiServer  # noqa: E402
-from tests.conftest import Webhook, pod_request  # noqa: E402
+from kubenexus.local_webhook import LocalWebhook  # noqa: E402
 
 GOALS = {"p50_ms": 2.0, "p99_ms": 10.0, "throughput_rps": 1000.0, "reads": 3}
 
@@ -62,11 +64,6 @@ def _median(summaries: list[dict], key: str) -> dict:
     return sorted(summaries, key=lambda s: s[key])[len(summaries) // 2]
 
 
-def review_body(pod: dict, namespace: str) -> bytes:
-    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                       "request": pod_request(pod, namespace)}).encode()
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--smoke", action="store_true", help="short run: checks it works, not the figures")
@@ -78,20 +75,23 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="kubenexus-bench-"))
     apiserver = StubApiServer()
     tls = generate("kubenexus-webhook", "kubenexus-system", str(workdir / "certs"), extra_ips=["127.0.0.1"])
-    webhook = Webhook(workdir, tls, apiserver.write_kubeconfig(str(workdir / "kubeconfig")), {})
+    webhook = LocalWebhook(workdir, tls, apiserver.write_kubeconfig(str(workdir / "kubeconfig")), {})
     try:
+        webhook.wait_ready()
+        conn = http.client.HTTPSConnection("127.0.0.1", webhook.port, context=webhook.context, timeout=10)
         namespace = f"bench-{uuid.uuid4().hex[:8]}"
         apiserver.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
         app, driver, executor = spark_objects(namespace, 1000)
         apiserver.put(app, driver)
         # 3. API reads: the driver, then 1,000 executors (cold cache for this namespace).
         before = apiserver.total_reads()
-        _, admitted = webhook.admit(driver, namespace)
+        admitted = admit(conn, driver, namespace)
         assert admitted["spec"].get("schedulingGates"), "driver was not gated"
         for _ in range(10 if args.smoke else 1000):
-            _, admitted = webhook.admit(executor, namespace)
+            admitted = admit(conn, executor, namespace)
         assert admitted["metadata"]["labels"]["pod-group.scheduling.kubenexus.io/name"] == "spark-pi"
         reads = apiserver.total_reads() - before
+        conn.close()
 
         body = review_body(executor, namespace)  # warm cache: every request is a full decision + patch
         common = {"cafile": tls.ca_cert, "server_hostname": "127.0.0.1", "connections": args.connections}

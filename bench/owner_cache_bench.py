@@ -35,48 +35,38 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.reviews import review_body  # noqa: E402
 from certs.generate import generate  # noqa: E402
+from cluster.stub import StubApiServer  # noqa: E402
+from gang import keys  # noqa: E402
 from gang.config import Config  # noqa: E402
-from tests import operator_fixtures as f  # noqa: E402
-from tests.apiserver_stub import StubApiServer  # noqa: E402
-from tests.conftest import Webhook, pod_request  # noqa: E402
-from tests.contract import GATE  # noqa: E402
+from kubenexus.local_webhook import LocalWebhook  # noqa: E402
 
 GOAL_MIB = 64.0
 OWNER_BYTES = 50 * 1024
 NAMESPACE = "bench-memory"
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _kinds() -> list[tuple[str, dict, dict]]:
-    """(REST plural, owner, pod) templates; the owner's name and uid are placeholders filled per owner."""
-    ann = f.OPT_IN
-    spark = f.spark_app(NAMESPACE, "NAME", annotations=ann)
-    pytorch = f.training_job("PyTorchJob", NAMESPACE, "NAME", {"Master": 1, "Worker": 7}, annotations=ann)
-    ray = f.ray_cluster(NAMESPACE, "NAME", f.ray_cluster_spec(f.worker_group("gpu", replicas=4)), annotations=ann)
-    mpi = f.mpijob_v2(NAMESPACE, "NAME", 4, annotations=ann)
-    for owner in (spark, pytorch, ray, mpi):
-        owner["metadata"]["uid"] = "UID"
-    return [("sparkapplications", spark, f.spark_driver(spark)),
-            ("pytorchjobs", pytorch, f.training_pod(pytorch, "Worker", 0)),
-            ("rayclusters", ray, f.ray_pod(ray, "gpu")),
-            ("mpijobs", mpi, f.mpi_worker(mpi, 0))]
+#: One owner of each kind, as the apiserver returns it (server-side fields, kubectl's annotation, pod templates as
+#: real ones are; captured from tests/support/operator_fixtures.py's ``as_returned``), and the pod its operator
+#: creates; ``NAME`` and ``UID`` stand for each owner's name and uid.
+OWNERS = Path(__file__).resolve().parent / "owners.jsonl"
 
 
 def _owner_json(owner: dict) -> str:
-    """The owner as the apiserver returns it, padded (in kubectl's annotation) to ~OWNER_BYTES."""
-    full = f.as_returned(owner)
-    full["spec"]["padding"] = ""
-    text = json.dumps(full)
-    full["spec"]["padding"] = "p" * max(0, OWNER_BYTES - len(text))  # an unread spec field of the real size
-    return json.dumps(full)
+    """The owner padded (an unread spec field) to ~OWNER_BYTES."""
+    owner["spec"]["padding"] = ""
+    text = json.dumps(owner)
+    owner["spec"]["padding"] = "p" * max(0, OWNER_BYTES - len(text))  # an unread spec field of the real size
+    return json.dumps(owner)
 
 
 class Owners:
     """N owners behind the stub's ``generate``: owner i is the (i mod 4)th kind, named ``o<i>``."""
 
     def __init__(self) -> None:
-        self.kinds = [(plural, _owner_json(owner), json.dumps(pod)) for plural, owner, pod in _kinds()]
+        with open(OWNERS, encoding="utf-8") as lines:
+            kinds = [json.loads(line) for line in lines]
+        self.kinds = [(kind["plural"], _owner_json(kind["owner"]), json.dumps(kind["pod"])) for kind in kinds]
         self.pattern = re.compile(rf"/namespaces/{NAMESPACE}/([a-z]+)/o([0-9]+)$")
 
     def body(self, path: str) -> bytes | None:
@@ -92,8 +82,7 @@ class Owners:
     def review(self, index: int) -> bytes:
         pod = json.loads(self.kinds[index % len(self.kinds)][2].replace("NAME", f"o{index}").replace(
             "UID", f"uid-{index}"))
-        return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                           "request": pod_request(pod, NAMESPACE)}).encode()
+        return review_body(pod, NAMESPACE)
 
 
 def _rss_mib(pid: int) -> float:
@@ -142,7 +131,7 @@ def _serving_pid(local_port: int, server_port: int, workers: list[int]) -> int |
     return None
 
 
-def _connections(webhook: Webhook, workers: list[int], per_worker: int) -> dict[int, list[Any]]:
+def _connections(webhook: LocalWebhook, workers: list[int], per_worker: int) -> dict[int, list[Any]]:
     """``per_worker`` TLS connections served by each worker (new ones until every worker has its share)."""
     found: dict[int, list[Any]] = {pid: [] for pid in workers}
     for _ in range(200):
@@ -179,7 +168,7 @@ def _drive(conns: list[Any], owners: Owners, indexes: range, errors: list[str]) 
             conn.request("POST", "/mutate", body=owners.review(index), headers={"Content-Type": "application/json"})
             response = conn.getresponse()
             body = response.read()
-            if response.status != 200 or GATE.encode() not in base64.b64decode(
+            if response.status != 200 or keys.GANG_GATE.encode() not in base64.b64decode(
                     json.loads(body)["response"].get("patch", "")):
                 errors.append(f"owner {index}: HTTP {response.status} {body[:200]!r}")
 
@@ -200,14 +189,16 @@ def measure(owners_count: int, code: Path | None, workdir: Path, tls: Any) -> di
     if code is not None:
         os.environ["PYTHONPATH"] = str(code)
     try:
-        webhook = Webhook(workdir, tls, apiserver.write_kubeconfig(str(workdir / f"kubeconfig-{uuid.uuid4().hex}")),
-                          {"ownerCache": {"ttlSeconds": 3600}})
+        webhook = LocalWebhook(workdir, tls,
+                               apiserver.write_kubeconfig(str(workdir / f"kubeconfig-{uuid.uuid4().hex}")),
+                               {"ownerCache": {"ttlSeconds": 3600}})
     finally:
         if saved is None:
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = saved
     try:
+        webhook.wait_ready()
         workers = _workers(webhook.process.pid, Config().workers)
         conns = _connections(webhook, workers, per_worker=2)
         errors: list[str] = []

@@ -37,7 +37,8 @@ import jsonpatch
 from cluster.resources import Registry, Resource
 from cluster.selectors import selector_from_dict
 from cluster.store import ApiError, Obj, Store
-from cluster.validation import _duplicate, _invalid, _qualified_name, _required
+from cluster.validation.errors import duplicate, invalid, required
+from cluster.validation.names import qualified_name
 
 _CONFIGS = {"mutating": "mutatingwebhookconfigurations", "validating": "validatingwebhookconfigurations"}
 
@@ -212,7 +213,7 @@ def validate_match_conditions(conditions: Any, path: str) -> list[str]:
     if conditions is None:
         return []
     if not isinstance(conditions, list):
-        return [_invalid(path, conditions, "must be a list")]
+        return [invalid(path, conditions, "must be a list")]
     errors: list[str] = []
     if len(conditions) > MAX_MATCH_CONDITIONS:
         errors.append(f"{path}: Too many: {len(conditions)}: must have at most {MAX_MATCH_CONDITIONS} items")
@@ -222,19 +223,19 @@ def validate_match_conditions(conditions: Any, path: str) -> list[str]:
         condition = condition if isinstance(condition, dict) else {}
         expression = str(condition.get("expression") or "").strip()
         if not expression:
-            errors.append(_required(f"{where}.expression"))
+            errors.append(required(f"{where}.expression"))
         else:
             try:
                 _PROGRAMS.compile(expression)
             except MatchConditionError as exc:
-                errors.append(_invalid(f"{where}.expression", expression, str(exc)))
+                errors.append(invalid(f"{where}.expression", expression, str(exc)))
         name = str(condition.get("name") or "")
         if not name:
-            errors.append(_required(f"{where}.name"))
+            errors.append(required(f"{where}.name"))
         else:
-            errors += [_invalid(f"{where}.name", name, m) for m in _qualified_name(name)]
+            errors += [invalid(f"{where}.name", name, m) for m in qualified_name(name)]
             if name in names:
-                errors.append(_duplicate(f"{where}.name", name))
+                errors.append(duplicate(f"{where}.name", name))
             names.add(name)
     return errors
 

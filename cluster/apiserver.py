@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from cluster import deletion, validation
+from cluster import deletion
 from cluster.admission import Request, User, WebhookAdmission, validate_webhook_configuration
 from cluster.audit import AuditLog, request_info
 from cluster.defaults import apply_defaults, label_namespace_name
@@ -25,6 +25,12 @@ from cluster.rbac import review_errors, review_status, stored_policy
 from cluster.resources import Registry, Resource, from_crd
 from cluster.selectors import SelectorError, parse_field_selector, parse_label_selector
 from cluster.store import ApiError, Event, Obj, Store, now
+from cluster.validation.binding import validate_binding
+from cluster.validation.decode import decode_errors
+from cluster.validation.errors import invalid_message
+from cluster.validation.meta import validate_object_meta
+from cluster.validation.pod import validate_pod_create
+from cluster.validation.pod_update import validate_pod_update
 
 KUBERNETES_VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.0-kubenexus-emulator",
                       "gitCommit": "emulator", "gitTreeState": "clean", "buildDate": "2026-11-22T00:00:00Z",
@@ -300,18 +306,18 @@ class ApiServer:
     def _validate(self, resource: Resource, obj: Obj, old: Obj | None) -> None:
         is_pod = resource.kind == "Pod" and not resource.group
         name = (obj.get("metadata") or {}).get("name") or (obj.get("metadata") or {}).get("generateName", "")
-        if is_pod and (undecodable := validation.decode_errors(obj)):
+        if is_pod and (undecodable := decode_errors(obj)):
             raise ApiError(400, "BadRequest", "; ".join(undecodable))
         if is_pod:
-            errors = validation.validate_pod_create(obj) if old is None else validation.validate_pod_update(old, obj)
+            errors = validate_pod_create(obj) if old is None else validate_pod_update(old, obj)
         else:
-            errors = validation.validate_object_meta(obj, resource.namespaced,
-                                                     dns_label_name=resource.kind == "Namespace")
+            errors = validate_object_meta(obj, resource.namespaced,
+                                          dns_label_name=resource.kind == "Namespace")
         if resource.group == "admissionregistration.k8s.io" and resource.kind.endswith("WebhookConfiguration"):
             errors += validate_webhook_configuration(obj)
         if errors:
             kind = f"{resource.kind}.{resource.group}" if resource.group else resource.kind  # qualified, as NewInvalid
-            raise ApiError(422, "Invalid", validation.invalid_message(kind, name, errors),
+            raise ApiError(422, "Invalid", invalid_message(kind, name, errors),
                            {"name": name, "group": resource.group, "kind": resource.kind,
                             "causes": [{"message": e} for e in errors]})
 
@@ -330,9 +336,10 @@ class ApiServer:
         if resource.namespaced:
             meta["namespace"] = target.namespace
         apply_defaults(resource.kind, resource.group, obj)
-        obj, warnings = self._admit(Request("CREATE", resource, "", target.namespace, meta.get("name", ""), obj,
-                                            None, user, dry_run))
-        assert obj is not None
+        admitted, warnings = self._admit(Request("CREATE", resource, "", target.namespace, meta.get("name", ""), obj,
+                                                 None, user, dry_run))
+        assert admitted is not None
+        obj = admitted
         if dry_run:
             return Response(201, obj, warnings=warnings)
         created = self.store.create(resource, obj, target.namespace)
@@ -347,8 +354,8 @@ class ApiServer:
             raise ApiError(400, "BadRequest", "the body of the request is not a JSON object")
         errors = review_errors(review)
         if errors:
-            raise ApiError(422, "Invalid", validation.invalid_message("SubjectAccessReview.authorization.k8s.io", "",
-                                                                      errors),
+            raise ApiError(422, "Invalid", invalid_message("SubjectAccessReview.authorization.k8s.io", "",
+                                                           errors),
                            {"group": "authorization.k8s.io", "kind": "SubjectAccessReview",
                             "causes": [{"message": e} for e in errors]})
         spec = review["spec"]
@@ -385,9 +392,10 @@ class ApiServer:
             pinned = not put and meta.get("resourceVersion") not in (None, "", current["metadata"]["resourceVersion"])
             if not put and not pinned:
                 meta["resourceVersion"] = current["metadata"]["resourceVersion"]
-            new, warnings = self._admit(Request("UPDATE", resource, target.subresource, target.namespace,
-                                                target.name, new, current, user, dry_run))
-            assert new is not None
+            admitted, warnings = self._admit(Request("UPDATE", resource, target.subresource, target.namespace,
+                                                     target.name, new, current, user, dry_run))
+            assert admitted is not None
+            new = admitted
             if dry_run:
                 return Response(200, new, warnings=warnings)
             try:
@@ -434,7 +442,7 @@ class ApiServer:
         if not node:
             raise ApiError(400, "BadRequest", "binding target node name is required")
         current = self.store.get(resource, target.namespace, target.name)
-        refused = validation.validate_binding(current)
+        refused = validate_binding(current)
         if refused is not None:
             status, message = refused
             raise ApiError(status, "Conflict" if status == 409 else "Invalid", message)

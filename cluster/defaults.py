@@ -56,7 +56,8 @@ _NODE_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"
 
 
 def _default_tolerations(spec: Obj) -> None:
-    tolerations = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
+    given = spec.get("tolerations")
+    tolerations: list[Any] = given if isinstance(given, list) else []
     for key in _NODE_TAINTS:
         if not any(isinstance(t, dict) and t.get("key") in (key, "", None)
                    and t.get("effect") in ("NoExecute", "", None) for t in tolerations):
@@ -73,7 +74,8 @@ def label_namespace_name(obj: Obj) -> None:
     ``kubernetes.io/metadata.name=<name>`` label (GA in 1.22), so that selectors can name namespaces."""
     meta = obj.get("metadata")
     if isinstance(meta, dict) and isinstance(meta.get("name"), str) and meta["name"]:
-        labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+        given = meta.get("labels")
+        labels: Obj = given if isinstance(given, dict) else {}
         meta["labels"] = {**labels, NAMESPACE_NAME_LABEL: meta["name"]}
 
 

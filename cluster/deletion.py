@@ -20,7 +20,7 @@ from typing import Any
 
 from cluster.resources import Resource
 from cluster.store import ApiError, Obj
-from cluster.validation import _invalid, _not_supported, invalid_message
+from cluster.validation.errors import invalid, invalid_message, not_supported
 
 ORPHAN = "orphan"
 FOREGROUND = "foregroundDeletion"
@@ -52,10 +52,10 @@ def delete_options(body: Any, query: dict[str, str]) -> Obj:
     errors = []
     policy = options.get("propagationPolicy")
     if policy is not None and options.get("orphanDependents") is not None:
-        errors.append(_invalid("propagationPolicy", policy, "orphanDependents and deletionPropagation cannot be both "
-                                                            "set"))
+        errors.append(invalid("propagationPolicy", policy, "orphanDependents and deletionPropagation cannot be both "
+                                                           "set"))
     if policy is not None and policy not in POLICIES:
-        errors.append(_not_supported("propagationPolicy", policy, [*POLICIES, "nil"]))
+        errors.append(not_supported("propagationPolicy", policy, [*POLICIES, "nil"]))
     if errors:
         raise ApiError(422, "Invalid", invalid_message("DeleteOptions.meta.k8s.io", "", errors),
                        {"group": "meta.k8s.io", "kind": "DeleteOptions", "causes": [{"message": e} for e in errors]})

@@ -72,9 +72,9 @@ class GarbageCollector(Loop):
             if owner_resource is None or (owner_resource.namespaced and not resource.namespaced):
                 return None
             found = by_uid.get(ref.get("uid", ""))
-            owner = found[1] if found else None
-            if owner is None or found[0].kind != owner_resource.kind or found[0].group != owner_resource.group \
-                    or owner["metadata"]["name"] != ref.get("name") or (
+            owner_kind, owner = found if found else (None, None)
+            if owner_kind is None or owner is None or owner_kind.kind != owner_resource.kind \
+                    or owner_kind.group != owner_resource.group or owner["metadata"]["name"] != ref.get("name") or (
                         owner_resource.namespaced and owner["metadata"].get("namespace")
                         != obj["metadata"].get("namespace")):
                 classes["dangling"].append(ref)

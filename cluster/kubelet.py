@@ -45,7 +45,7 @@ from cluster.scheduling import (
     untolerated_taint,
 )
 from cluster.store import ApiError, Obj, now
-from cluster.validation import _is_extended
+from cluster.validation.resources import is_extended
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 LEASE_DURATION_SECONDS = 40
@@ -76,7 +76,7 @@ def _without_missing_extended(pod: Obj, node: Obj) -> Obj:
     for key in ("containers", "initContainers"):
         containers = []
         for container in spec.get(key) or []:
-            resources = {part: {k: v for k, v in (values or {}).items() if not _is_extended(k) or k in allocatable}
+            resources = {part: {k: v for k, v in (values or {}).items() if not is_extended(k) or k in allocatable}
                          for part, values in (container.get("resources") or {}).items()}  # limits default requests
             containers.append({**container, "resources": resources})
         spec[key] = containers
@@ -157,7 +157,7 @@ class Kubelet(Loop):
         by_node: dict[str, list[Obj]] = {}
         for pod in pods:
             node = (pod.get("spec") or {}).get("nodeName")
-            if node in nodes and node not in down:
+            if isinstance(node, str) and node in nodes and node not in down:
                 by_node.setdefault(node, []).append(pod)
         for name, node in nodes.items():
             if name not in down:

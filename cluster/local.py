@@ -16,12 +16,12 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from certs.generate import generate
 from cluster.admission import User
 from cluster.apiserver import ApiServer
 from cluster.defaults import NAMESPACE_NAME_LABEL
 from cluster.gc import GarbageCollector
 from cluster.http import ApiHttpServer, Latency, write_kubeconfig
+from cluster.pki import write_serving_files
 from cluster.resources import Registry
 from cluster.store import ApiError, Store
 
@@ -60,8 +60,7 @@ class LocalCluster:
         self.registry = Registry()
         self.api = ApiServer(self.store, self.registry)
         self.audit = self.api.audit  # every request served: user, verb, group, resource, namespace, name
-        tls = generate("kubernetes", "default", os.path.join(self.workdir, "pki"),
-                       extra_dns=["localhost"], extra_ips=["127.0.0.1"])
+        tls = write_serving_files(os.path.join(self.workdir, "pki"))
         self.ca_cert = tls.ca_cert
         self.admin_token = secrets.token_hex(16)
         self.users: dict[str, User] = {self.admin_token: ADMIN}

@@ -318,13 +318,15 @@ def _merge_ordered_lists(original: dict, patch: dict, schema: _Field) -> None:
             raise _internal(f"expected a []interface {{}}, but received {type(order).__name__}")
         name = _extract_key(directive, _SET_ORDER)
         in_original, in_patch = name in original, name in patch
-        current, update = original.get(name), patch.get(name)
-        for present, value in ((in_original, current), (in_patch, update)):
+        for present, value in ((in_original, original.get(name)), (in_patch, patch.get(name))):
             if present and not isinstance(value, list):
                 raise _internal(f"expected a []interface {{}}, but received {type(value).__name__}")
+        current: list[Any] = original[name] if in_original else []
+        update: list[Any] = patch[name] if in_patch else []
         field = _sub(schema, name)
         key = field.key or ""
-        _validate_order(update or [], order, key)
+        _validate_order(update, order, key)
+        merged: list[Any]
         if in_original and in_patch:
             merged = _merge_list(current, update, field, False) if field.key is not None else update
         elif in_patch:
@@ -333,9 +335,9 @@ def _merge_ordered_lists(original: dict, patch: dict, schema: _Field) -> None:
             merged = current
         else:
             continue
-        elem = _element_kind(current or [], update or [])
+        elem = _element_kind(current, update)
         listed, server_only = _partition(merged, order, key)
-        original[name] = _normalize_order(listed, server_only, order, current or [], key, elem)
+        original[name] = _normalize_order(listed, server_only, order, current, key, elem)
         patch.pop(name, None)
 
 

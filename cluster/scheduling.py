@@ -2,8 +2,9 @@
 
 The emulator must place pods exactly where a real cluster would, so that a gang release which only
 works by a lucky placement fails here too. Everything below is re-derived from kube-scheduler's source
-(NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, FitError);
-it deliberately shares no placement code with the product, which is what it is meant to check.
+(NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, FitError), with
+requests counted by ``cluster.pod_requests``; it deliberately shares no code with the product, which is what it
+is meant to check.
 
 Quantities are compared as kube-scheduler compares them: cpu in whole millicores, everything else in
 whole units, each rounded up (``Quantity.MilliValue()`` / ``Quantity.Value()``).
@@ -23,8 +24,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from gang.quantity import parse_quantity
-from gang.resources import pod_requests
+from cluster.pod_requests import pod_requests
+from cluster.quantity import parse_quantity
 
 Obj = Mapping[str, Any]
 
@@ -73,33 +74,23 @@ def _spec(pod: Obj) -> Obj:
 
 
 def _request_units(pod: Obj) -> dict[str, int]:
-    return {name: _units(name, value) for name, value in pod_requests(_spec(pod)).items()}
+    units = ((name, _units(name, value)) for name, value in pod_requests(_spec(pod)).items())
+    return {name: amount for name, amount in units if amount}
 
 
-def _with_missing_defaults(container: Obj) -> dict[str, Any]:
-    """Container with 100m cpu / 200Mi memory filled in where it sets neither request nor limit."""
-    resources = container.get("resources") or {}
-    present = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-    requests = dict(resources.get("requests") or {})
-    if "cpu" not in present:
-        requests["cpu"] = f"{DEFAULT_MILLI_CPU_REQUEST}m"
-    if "memory" not in present:
-        requests["memory"] = DEFAULT_MEMORY_REQUEST
-    return {**container, "resources": {**resources, "requests": requests}}
+# NonMissingContainerRequests: what the scorer assumes for a container that requests no cpu or memory at all.
+_NON_MISSING = {"cpu": Decimal(DEFAULT_MILLI_CPU_REQUEST) / 1000, "memory": Decimal(DEFAULT_MEMORY_REQUEST)}
 
 
 def non_zero_requests(pod: Obj) -> tuple[int, int]:
     """(millicpu, memory bytes) the scorer uses: 100m/200Mi filled in per container (NonMissingContainerRequests)."""
-    spec = dict(_spec(pod))
-    for key in ("containers", "initContainers"):
-        spec[key] = [_with_missing_defaults(c) for c in spec.get(key) or []]
-    requests = pod_requests(spec)
+    requests = pod_requests(_spec(pod), _NON_MISSING)
     return _units("cpu", requests.get("cpu", Decimal(0))), _units("memory", requests.get("memory", Decimal(0)))
 
 
 def _allocatable(node: Obj) -> dict[str, int]:
     raw = (node.get("status") or {}).get("allocatable") or {}
-    return {name: _units(name, parse_quantity(value)) for name, value in raw.items()}
+    return {name: _units(name, parse_quantity(value).value) for name, value in raw.items()}
 
 
 # --- node usage (kube-scheduler's NodeInfo) ---------------------------------------------------------

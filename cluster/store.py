@@ -8,6 +8,7 @@ event history behind watches (410 Gone for a resourceVersion older than what is 
 
 from __future__ import annotations
 
+import builtins
 import copy
 import dataclasses
 import datetime
@@ -246,7 +247,7 @@ class Store:
 
     def delete(self, resource: Resource, namespace: str | None, name: str, *, grace: int | None = None,
                uid: str | None = None, resource_version: str | None = None,
-               finalizers: Callable[[Obj], list[str]] | None = None) -> Obj:
+               finalizers: Callable[[Obj], builtins.list[str]] | None = None) -> Obj:
         """The generic registry's Delete (``BeforeDelete`` + ``updateForGracefulDeletionAndFinalizers``).
 
         ``grace`` is the grace period of a graceful kind (pods; None: not graceful), ``finalizers`` computes the

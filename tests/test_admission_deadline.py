@@ -7,6 +7,9 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
+from cluster.stub import path_of
 from gang.config import Config
 from gang.decide import Action, decide
 from gang.kinds import JOB
@@ -14,8 +17,10 @@ from gang.objects import Deadline, LookupFailed
 from kube.client import new_api_client
 from kube.owner_cache import CachedSource
 from kube.source import ApiSource
-from tests.contract import GATE, OPT_IN, UNRESOLVED
-from tests.test_operators import trainjob
+from tests.support.contract import GATE, OPT_IN, UNRESOLVED
+from tests.support.operator_scenarios import trainjob
+
+pytestmark = pytest.mark.e2e
 
 DEADLINE = Config().admission_deadline_seconds  # the shipped default: 3 s
 MARGIN = 1.0  # TLS, the decision and the test client, on a busy 2-core machine
@@ -81,7 +86,7 @@ def test_read_without_time_left_is_not_sent(apiserver, namespace, tmp_path):
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "late", "namespace": namespace}}
     apiserver.put(job)
     client = new_api_client(apiserver.write_kubeconfig(str(tmp_path / "kubeconfig")), pool_size=4, retries=0)
-    path = apiserver.path_of(job)
+    path = path_of(job)
     try:
         deadline = Deadline(0.01)
         time.sleep(0.02)

@@ -21,6 +21,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from certs.generate import GeneratedCerts, add_parser, generate
 from certs.issue import serving_dns_names
 
+pytestmark = pytest.mark.unit
+
 SVC, NS = "svc", "ns"
 
 

@@ -43,7 +43,9 @@ from cluster.local import LocalCluster
 from gang.config import ConfigError, load_config
 from kube.client import new_api_client
 from kubenexus.local_webhook import KUBENEXUS, LocalWebhook, free_port, webhook_configuration
-from tests.conftest import wait_for
+from tests.support.polling import wait_for
+
+pytestmark = pytest.mark.e2e
 
 NS = "kubenexus-system"
 WEBHOOK_IDENTITY = f"system:serviceaccount:{NS}:kubenexus-webhook"

@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import pod_request
-from tests.contract import GATE, OPT_IN
-from tests.test_operators import SCENARIOS
+from tests.support.contract import GATE, OPT_IN
+from tests.support.operator_scenarios import SCENARIOS
+from tests.support.webhook import pod_request
 from webhook.worker import READ_AHEAD_BYTES, request_complete
+
+pytestmark = pytest.mark.e2e
 
 CLIENTS = 48  # more than the shipped 2 workers x 8 threads can hold
 TIMEOUT = 3.0  # the client timeouts of the webhook under test (shipped: 5 s)

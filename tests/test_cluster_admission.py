@@ -13,9 +13,11 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from cluster.local import LocalCluster
-from kubenexus.local_webhook import register, webhook_configuration
-from tests.conftest import Webhook, free_port
-from tests.contract import GATE, GROUP, MIN, OPT_IN, SCHEDULER
+from kubenexus.local_webhook import free_port, register, webhook_configuration
+from tests.support.contract import GATE, GROUP, MIN, OPT_IN, SCHEDULER
+from tests.support.webhook import Webhook
+
+pytestmark = pytest.mark.e2e
 
 KUBECTL = str(Path(__file__).resolve().parent.parent / ".venv" / "bin" / "kubectl")
 SPARK_CRD = {

@@ -23,7 +23,9 @@ from kubernetes.client import ApiException
 from cluster.kubelet import Kubelet
 from cluster.local import LocalCluster, NodeSpec
 from cluster.scheduler import Scheduler
-from tests.conftest import wait_for
+from tests.support.polling import wait_for
+
+pytestmark = pytest.mark.e2e
 
 NODES = [NodeSpec("node-a", cpu="4", memory="8Gi", labels=(("zone", "a"),)),
          NodeSpec("node-b", cpu="2", memory="4Gi", labels=(("zone", "b"),))]

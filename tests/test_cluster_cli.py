@@ -7,10 +7,13 @@ import subprocess
 import time
 import urllib.request
 
+import pytest
 from kubernetes import client, config
 
 from cluster.local import LocalCluster
-from tests.conftest import KUBENEXUS, free_port
+from kubenexus.local_webhook import KUBENEXUS, free_port
+
+pytestmark = pytest.mark.e2e
 
 
 def test_cluster_serve_runs_until_interrupted_and_serves_its_kubeconfig(tmp_path):

@@ -20,7 +20,9 @@ from cluster.controllers import Loop
 from cluster.kubelet import Kubelet
 from cluster.local import LocalCluster
 from cluster.scheduler import Scheduler
-from tests.conftest import wait_for
+from tests.support.polling import wait_for
+
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")

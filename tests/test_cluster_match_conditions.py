@@ -24,8 +24,10 @@ from kubernetes.client.exceptions import ApiException
 from cluster.crds import crd_manifest
 from cluster.local import LocalCluster
 from kubenexus.local_webhook import webhook_configuration
-from tests.conftest import Webhook
-from tests.contract import GATE, GROUP, MIN, OPT_IN, PLANNED_NODE
+from tests.support.contract import GATE, GROUP, MIN, OPT_IN, PLANNED_NODE
+from tests.support.webhook import Webhook
+
+pytestmark = pytest.mark.e2e
 
 WEBHOOK_IDENTITY = "system:serviceaccount:kubenexus-system:kubenexus-webhook"
 SHIPPED = [doc for doc in yaml.safe_load_all(

@@ -16,7 +16,9 @@ from kubernetes import client
 
 from cluster.local import LocalCluster, NodeSpec
 from cluster.store import ApiError
-from tests.conftest import wait_for
+from tests.support.polling import wait_for
+
+pytestmark = pytest.mark.e2e
 
 GRACE = 1.0
 NODES = [NodeSpec("node-a", cpu="4"), NodeSpec("node-b", cpu="4"), NodeSpec("node-c", cpu="4"),

@@ -24,9 +24,11 @@ from cluster.local import ADMIN, LocalCluster
 from cluster.operators.base import Operator
 from cluster.operators.table import OPERATORS, start_operators
 from cluster.scheduler import Scheduler
-from tests.conftest import wait_for
+from tests.support.polling import wait_for
 from workloads.ray.emulator import group_size
 from workloads.spark.emulator import executor_count, resources
+
+pytestmark = pytest.mark.e2e
 
 Obj = dict[str, Any]
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"

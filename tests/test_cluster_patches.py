@@ -16,6 +16,8 @@ import pytest
 
 from cluster.patches import PatchError, apply_patch, strategic_merge
 
+pytestmark = pytest.mark.unit
+
 SMP = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"

@@ -26,7 +26,7 @@ from controller.release import release_patch
 from gang.config import Config
 from gang.objects import MemorySource
 from kubenexus.local_webhook import LocalWebhook
-from tests.contract import (
+from tests.support.contract import (
     CONTROLLER,
     EXPECTED,
     GATE,
@@ -39,8 +39,11 @@ from tests.contract import (
     RESERVED_NODES,
     UNRESOLVED,
 )
-from tests.test_cluster_e2e import WEBHOOK_IDENTITY, Kube, batch_job
-from tests.test_least_privilege import pods_resource, render, webhook_configurations
+from tests.support.deploy import render, webhook_configurations
+from tests.support.kube import WEBHOOK_IDENTITY, Kube, pods_resource
+from tests.support.roots import batch_job
+
+pytestmark = pytest.mark.e2e
 
 ALICE = "alice@example.com"
 ADMIN = "ops-admin@example.com"

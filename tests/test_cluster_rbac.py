@@ -18,6 +18,7 @@ from cluster.rbac import BOOTSTRAP, Policy, allowed, load_manifests, service_acc
 # --- request attributes ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("method", "path", "expected"), [
     ("GET", "/api/v1/namespaces/ns/pods/p", ("get", "", "pods", "", "ns", "p")),
     ("GET", "/api/v1/namespaces/ns/pods", ("list", "", "pods", "", "ns", "")),
@@ -49,6 +50,7 @@ def test_resource_request_attributes(method, path, expected):
     assert (info.verb, info.api_group, info.resource, info.subresource, info.namespace, info.name) == expected
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("method", "path", "verb"), [
     ("GET", "/version", "get"), ("GET", "/apis", "get"), ("GET", "/api/v1", "get"),
     ("GET", "/apis/batch/v1", "get"), ("GET", "/openapi/v3/api/v1?hash=x", "get"), ("POST", "/healthz", "post"),
@@ -58,6 +60,7 @@ def test_non_resource_request_attributes(method, path, verb):
     assert not info.resource_request and info.verb == verb and info.path == path.split("?")[0]
 
 
+@pytest.mark.unit
 def test_the_audit_log_records_and_clears():
     log = AuditLog(limit=2)
     for name in ("a", "b", "c"):
@@ -67,6 +70,7 @@ def test_the_audit_log_records_and_clears():
     assert [r.request.name for r in log.clear()] == ["b", "c"] and len(log) == 0 and log.dropped == 0
 
 
+@pytest.mark.e2e
 def test_the_local_cluster_records_every_request_with_its_user(tmp_path):
     from kubernetes import client, config
 
@@ -98,6 +102,7 @@ def url(path: str, verb: str = "get") -> RequestInfo:
 POD_READER = {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "watch", "list"]}
 
 
+@pytest.mark.unit
 def test_verbs_groups_and_resources_must_all_match():
     assert allowed([POD_READER], resource("get", "", "pods", "p"))
     assert allowed([POD_READER], resource("list", "", "pods"))
@@ -107,6 +112,7 @@ def test_verbs_groups_and_resources_must_all_match():
     assert not allowed([], resource("get", "", "pods", "p")), "RBAC denies by default"
 
 
+@pytest.mark.unit
 def test_a_subresource_needs_its_own_resource_entry():
     """'pods' does not grant 'pods/log' or 'pods/status'; "pods/log" does, and only that."""
     rule = {"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get"]}
@@ -119,6 +125,7 @@ def test_a_subresource_needs_its_own_resource_entry():
     assert not allowed([scale], resource("update", "apps", "deployments", "d"))
 
 
+@pytest.mark.unit
 def test_resource_names_restrict_requests_that_name_an_object():
     rule = {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["my-configmap"],
             "verbs": ["update", "get", "list", "create"]}
@@ -133,6 +140,7 @@ def test_resource_names_restrict_requests_that_name_an_object():
                                                "%3Dmy-configmap"))
 
 
+@pytest.mark.unit
 def test_wildcards():
     everything = {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}
     assert allowed([everything], resource("deletecollection", "batch", "jobs"))
@@ -142,6 +150,7 @@ def test_wildcards():
                                                                                                  "j"))
 
 
+@pytest.mark.unit
 def test_non_resource_urls():
     rule = {"nonResourceURLs": ["/healthz", "/healthz/*"], "verbs": ["get", "post"]}
     assert allowed([rule], url("/healthz")) and allowed([rule], url("/healthz/etcd"))
@@ -175,6 +184,7 @@ SECRET_READER = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}
 DAVE = ("dave", ("system:authenticated",))
 
 
+@pytest.mark.unit
 def test_a_role_binding_to_a_cluster_role_grants_it_in_its_namespace_only():
     policy = Policy([role("ClusterRole", "secret-reader", [SECRET_READER]),
                      binding("RoleBinding", "read-secrets", "ClusterRole", "secret-reader",
@@ -187,6 +197,7 @@ def test_a_role_binding_to_a_cluster_role_grants_it_in_its_namespace_only():
                                 resource("get", "", "secrets", "s", namespace="development"))
 
 
+@pytest.mark.unit
 def test_a_cluster_role_binding_grants_everywhere_and_roles_stay_in_their_namespace():
     policy = Policy([role("ClusterRole", "secret-reader", [SECRET_READER]),
                      binding("ClusterRoleBinding", "read-secrets-global", "ClusterRole", "secret-reader",
@@ -202,6 +213,7 @@ def test_a_cluster_role_binding_grants_everywhere_and_roles_stay_in_their_namesp
     assert not policy.authorize(*jane, resource("list", "", "pods", namespace="kube-system"))
 
 
+@pytest.mark.unit
 def test_service_account_subjects():
     """A ServiceAccount subject without a namespace is the RoleBinding's own namespace's; service accounts are
     also in the groups system:serviceaccounts and system:serviceaccounts:<namespace>."""
@@ -217,6 +229,7 @@ def test_service_account_subjects():
     assert not policy.authorize(*service_account("apps", "web"), resource("get", "", "secrets", "s", namespace="x"))
 
 
+@pytest.mark.unit
 def test_aggregated_cluster_roles_collect_the_rules_of_the_roles_they_select():
     policy = Policy([{"apiVersion": RBAC, "kind": "ClusterRole", "metadata": {"name": "monitoring"},
                       "aggregationRule": {"clusterRoleSelectors": [
@@ -231,6 +244,7 @@ def test_aggregated_cluster_roles_collect_the_rules_of_the_roles_they_select():
     assert not policy.authorize(*DAVE, resource("get", "", "secrets", "s"))
 
 
+@pytest.mark.unit
 def test_every_authenticated_user_may_read_discovery_and_version():
     policy = Policy(BOOTSTRAP)
     user, groups = service_account("kubenexus-system", "kubenexus-webhook")
@@ -241,6 +255,7 @@ def test_every_authenticated_user_may_read_discovery_and_version():
     assert policy.authorize("anonymous", ("system:unauthenticated",), url("/version"))
 
 
+@pytest.mark.unit
 def test_manifests_load_from_multi_document_yaml_and_lists():
     text = f"""
 apiVersion: {RBAC}
@@ -260,6 +275,7 @@ items:
 # --- enforcement in the local cluster ----------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_the_local_cluster_can_enforce_rbac_for_chosen_users(tmp_path):
     """Denied with the apiserver's 403 until a Role and RoleBinding stored in the cluster allow the request;
     discovery stays open (system:discovery); users not chosen are not checked."""

@@ -20,7 +20,9 @@ import pytest
 from cluster.controllers import Client
 from cluster.local import ADMIN, LocalCluster, NodeSpec
 from cluster.store import ApiError
-from tests.conftest import wait_for
+from tests.support.polling import wait_for
+
+pytestmark = pytest.mark.e2e
 
 Obj = dict[str, Any]
 TIMEOUT = 30.0

@@ -27,6 +27,8 @@ from cluster.local import LocalCluster
 from cluster.rbac import service_account
 from kube.client import api_request
 
+pytestmark = pytest.mark.e2e
+
 KUBECTL = Path(sys.executable).parent / "kubectl"
 RBAC = "rbac.authorization.k8s.io"
 REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"

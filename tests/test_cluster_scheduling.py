@@ -29,6 +29,8 @@ from cluster.scheduling import (
     unschedulable_message,
 )
 
+pytestmark = pytest.mark.unit
+
 Gi = 1024**3
 Mi = 1024**2
 

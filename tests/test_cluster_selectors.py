@@ -8,6 +8,8 @@ import pytest
 
 from cluster.selectors import SelectorError, parse_field_selector, parse_label_selector, selector_from_dict
 
+pytestmark = pytest.mark.unit
+
 PROD = {"environment": "production", "tier": "frontend"}
 DEV = {"environment": "dev", "tier": "frontend"}
 BARE: dict[str, str] = {}

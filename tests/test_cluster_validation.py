@@ -1,4 +1,4 @@
-"""cluster.validation against documented apiserver behaviour.
+"""cluster.validation (and cluster.quantity) against documented apiserver behaviour.
 
 Expected strings come from kubernetes/kubernetes source (pkg/apis/core/validation, apimachinery validation,
 the pod binding storage and its TestEtcdCreateWithSchedulingGates) and the "Pod Scheduling Readiness" docs —
@@ -12,17 +12,15 @@ from typing import Any
 
 import pytest
 
-from cluster.validation import (
-    MAX_ANNOTATIONS_BYTES,
-    QuantityError,
-    decode_errors,
-    invalid_message,
-    parse_quantity,
-    validate_binding,
-    validate_object_meta,
-    validate_pod_create,
-    validate_pod_update,
-)
+from cluster.quantity import QuantityError, parse_quantity
+from cluster.validation.binding import validate_binding
+from cluster.validation.decode import decode_errors
+from cluster.validation.errors import invalid_message
+from cluster.validation.meta import MAX_ANNOTATIONS_BYTES, validate_object_meta
+from cluster.validation.pod import validate_pod_create
+from cluster.validation.pod_update import validate_pod_update
+
+pytestmark = pytest.mark.unit
 
 GATE = "kubenexus.io/gang"
 QNAME_MSG = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
@@ -176,7 +174,7 @@ def test_node_name_with_scheduling_gates_is_forbidden_at_create() -> None:
 
 
 def test_scheduler_name_is_not_validated_upstream() -> None:
-    """ValidatePodSpec has no schedulerName rule: any string is accepted (tests/pod_rules.py is stricter)."""
+    """ValidatePodSpec has no schedulerName rule: any string is accepted."""
     assert validate_pod_create(pod(schedulerName="Not_A_DNS_Name")) == []
 
 

@@ -8,6 +8,8 @@ import pytest
 
 from gang.config import SYSTEM_NAMESPACES, Config, ConfigError, load_config
 
+pytestmark = pytest.mark.unit
+
 FULL_FILE = """\
 namespace: gang-ops
 schedulerName: my-scheduler

@@ -12,11 +12,15 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+import pytest
+
 from controller.engine import Engine, Verdict
 from controller.state import ClusterState
 from gang.config import Config
-from tests.contract import GROUP, MIN, OWNER_UID
-from tests.test_controller_state import node, pod
+from tests.support.contract import GROUP, MIN, OWNER_UID
+from tests.support.state_objects import node, pod
+
+pytestmark = pytest.mark.unit
 
 T0 = datetime.datetime(2026, 11, 22, 10, 0, tzinfo=datetime.UTC)
 NOW = (T0 + datetime.timedelta(minutes=10)).timestamp()  # llm has waited 600 s, past the 300 s default

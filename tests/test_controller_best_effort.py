@@ -7,12 +7,16 @@ would stay Pending for good. Such members are released unpinned; the others of t
 
 from __future__ import annotations
 
+import pytest
+
 from controller.engine import Engine, Verdict
 from controller.release import release_patch
 from controller.state import ClusterState
 from gang import keys
 from gang.config import Config
-from tests.test_controller_state import node, pod
+from tests.support.state_objects import node, pod
+
+pytestmark = pytest.mark.unit
 
 SPREAD = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
            "labelSelector": {"matchLabels": {"app": "ps"}}}]

@@ -35,6 +35,8 @@ from controller.capacity import (
     with_pod_slot,
 )
 
+pytestmark = pytest.mark.unit
+
 D = Decimal
 Gi = 2**30
 

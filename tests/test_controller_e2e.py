@@ -12,7 +12,6 @@ what the controller must do is issue 4, "Tests (in make test)", second bullet.
 
 from __future__ import annotations
 
-import json
 import time
 import urllib.request
 import uuid
@@ -27,21 +26,28 @@ from cluster.local import LocalCluster, NodeSpec
 from controller.run import Controller
 from gang.config import Config
 from kube.client import new_api_client
-from tests.conftest import wait_for
-from tests.contract import CONTROLLER, GATE, GROUP, OPT_IN
-from tests.test_cluster_e2e import Kube, admitted, spark_app
+from tests.support.contract import CONTROLLER, GROUP
+from tests.support.contract import PLANNED_NODE as PLANNED
+from tests.support.gang_pods import (
+    GPU,
+    JOB_NAME,
+    LEASE,
+    TIMEOUT,
+    describe,
+    gated,
+    name_of,
+    planned,
+    running,
+    torch_job,
+    wait_event,
+)
+from tests.support.kube import Kube, admitted
+from tests.support.polling import stays, wait_for
+from tests.support.roots import OPTED_IN, Obj, spark_app
 
-Obj = dict[str, Any]
-TIMEOUT = 20.0  # every bounded wait
-SETTLE = 1.5  # something that has not happened after this long (several decision passes) is held back
-PLANNED = "scheduling.kubenexus.io/planned-node"
-OPTED_IN = {OPT_IN: "true"}
-IMAGE = "registry.example.com/ml/train:1.0"
-GPU = "nvidia.com/gpu"
+pytestmark = pytest.mark.e2e
+
 GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
-GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
-JOB_NAME = "training.kubeflow.org/job-name"
-LEASE = ("kubenexus-system", "kubenexus-controller")  # the controller's Lease (namespace, name)
 ROOTS = [("kubeflow.org", "v1", "pytorchjobs"), ("sparkoperator.k8s.io", "v1beta2", "sparkapplications")]
 
 CPU_NODES = [f"cpu-{i}" for i in range(3)]
@@ -54,43 +60,7 @@ NODES = [NodeSpec(n, cpu="4", memory="16Gi", labels=(("pool", "cpu"),)) for n in
 # --- root objects ------------------------------------------------------------------------------------------------
 
 
-def torch_job(name: str, workers: int, cpu: str, memory: str = "256Mi", gpus: int = 0) -> Obj:
-    """An opted-in PyTorchJob: 1 master + ``workers`` workers, every pod requesting the same."""
-    requests: Obj = {"cpu": cpu, "memory": memory}
-    resources: Obj = {"requests": requests}
-    spec: Obj = {"containers": [{"name": "pytorch", "image": IMAGE, "resources": resources}]}
-    if gpus:
-        requests[GPU] = str(gpus)
-        resources["limits"] = {GPU: str(gpus)}  # extended resources: limits = requests
-        spec.update(tolerations=[GPU_TOLERATION], nodeSelector={"pool": "gpu"})
-    else:
-        spec["nodeSelector"] = {"pool": "cpu"}
-
-    def replica(count: int) -> Obj:
-        return {"replicas": count, "restartPolicy": "OnFailure", "template": {"spec": json.loads(json.dumps(spec))}}
-
-    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
-            "metadata": {"name": name, "annotations": dict(OPTED_IN)},
-            "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(workers)}}}
-
-
 # --- pods as stored ----------------------------------------------------------------------------------------------
-
-
-def name_of(pod: Obj) -> str:
-    return str(pod["metadata"]["name"])
-
-
-def gated(pod: Obj) -> bool:
-    return GATE in [g.get("name") for g in pod["spec"].get("schedulingGates") or []]
-
-
-def running(pod: Obj) -> bool:
-    return bool(pod["spec"].get("nodeName")) and (pod.get("status") or {}).get("phase") == "Running"
-
-
-def planned(pod: Obj) -> str | None:
-    return (pod["metadata"].get("annotations") or {}).get(PLANNED)
 
 
 def pins(pod: Obj) -> list[list[str]]:
@@ -117,23 +87,6 @@ def job_pods(pods: list[Obj], job: str) -> list[Obj]:
     return [p for p in pods if (p["metadata"].get("labels") or {}).get(JOB_NAME) == job]
 
 
-def events(kube: Kube, ns: str, kind: str, name: str, reason: str) -> list[str]:
-    items = json.loads(kube.core.list_namespaced_event(ns, _preload_content=False).data)["items"]
-    return [e.get("message", "") for e in items if e.get("reason") == reason
-            and (e.get("involvedObject") or {}).get("kind") == kind and e["involvedObject"].get("name") == name]
-
-
-def all_events(kube: Kube, ns: str) -> list[tuple[str, str, str, str]]:
-    items = json.loads(kube.core.list_namespaced_event(ns, _preload_content=False).data)["items"]
-    return [(e["involvedObject"].get("kind"), e["involvedObject"].get("name"), e.get("reason"), e.get("message"))
-            for e in items]
-
-
-def wait_event(kube: Kube, ns: str, kind: str, name: str, reason: str) -> list[str]:
-    return wait_for(lambda: events(kube, ns, kind, name, reason), TIMEOUT,
-                    lambda: f"a {reason} event on {kind} {name}; events: {all_events(kube, ns)}")
-
-
 def wait_pods(kube: Kube, ns: str, check: Callable[[list[Obj]], bool], what: str, selector: str = "") -> list[Obj]:
     seen: list[Obj] = []
 
@@ -146,25 +99,12 @@ def wait_pods(kube: Kube, ns: str, check: Callable[[list[Obj]], bool], what: str
     return seen
 
 
-def describe(pods: list[Obj]) -> list[tuple[str, str, str | None, bool]]:
-    return [(name_of(p), (p.get("status") or {}).get("phase", "Pending"), p["spec"].get("nodeName"), gated(p))
-            for p in pods]
-
-
 def all_running(count: int) -> Callable[[list[Obj]], bool]:
     return lambda pods: len(pods) == count and all(running(p) for p in pods)
 
 
 def all_gated(count: int) -> Callable[[list[Obj]], bool]:
     return lambda pods: len(pods) == count and all(gated(p) for p in pods)
-
-
-def stays(check: Callable[[], bool], what: str | Callable[[], str], seconds: float = SETTLE) -> None:
-    """``check`` holds throughout ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert check(), what() if callable(what) else what
-        time.sleep(0.05)
 
 
 def mark_succeeded(kube: Kube, ns: str, pods: list[Obj]) -> None:

@@ -20,7 +20,9 @@ from controller.run import Controller
 from gang.config import Config
 from kube.events import EventRecorder
 from kubenexus.local_webhook import free_port
-from tests.contract import GATE, GROUP, MIN
+from tests.support.contract import GATE, GROUP, MIN
+
+pytestmark = pytest.mark.e2e
 
 
 class FakeClock:

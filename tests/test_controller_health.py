@@ -12,6 +12,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from controller.health import HealthServer
 from controller.metrics import new_metrics
 
+pytestmark = pytest.mark.unit
+
 
 class Checks:
     """Answers the server's questions; the tests change them between requests."""

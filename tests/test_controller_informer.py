@@ -21,6 +21,8 @@ from cluster.local import LocalCluster, NodeSpec
 from controller import slim
 from kube.informer import FINAL_STATE_UNKNOWN, Informer
 
+pytestmark = pytest.mark.e2e
+
 MERGE = "application/merge-patch+json"
 WAIT = 10.0
 

@@ -12,11 +12,15 @@ import datetime
 import json
 from typing import Any
 
+import pytest
+
 from controller.engine import Cycle, Engine, Verdict
 from controller.state import ClusterState
 from gang.config import Config
-from tests.contract import EXPECTED, GROUP, MIN, OWNER_UID
-from tests.test_controller_state import node, pod
+from tests.support.contract import EXPECTED, GROUP, MIN, OWNER_UID
+from tests.support.state_objects import node, pod
+
+pytestmark = pytest.mark.unit
 
 T0 = datetime.datetime(2026, 11, 22, 10, 0, tzinfo=datetime.UTC)
 START = T0.timestamp()

@@ -23,23 +23,24 @@ from controller.run import Controller
 from gang.config import Config
 from kube.client import new_api_client
 from kubenexus.local_webhook import LocalWebhook, register
-from tests.conftest import wait_for
-from tests.contract import CONTROLLER, GATE, GROUP
-from tests.test_cluster_e2e import WEBHOOK_IDENTITY, Kube, jobset, lws, raycluster, spark_app, tfjob
-from tests.test_controller_e2e import (
+from tests.support.contract import CONTROLLER, GATE, GROUP
+from tests.support.contract import PLANNED_NODE as PLANNED
+from tests.support.gang_pods import (
     JOB_NAME,
     LEASE,
-    OPTED_IN,
-    PLANNED,
     describe,
     gated,
     name_of,
     planned,
     running,
-    stays,
     torch_job,
     wait_event,
 )
+from tests.support.kube import WEBHOOK_IDENTITY, Kube
+from tests.support.polling import stays, wait_for
+from tests.support.roots import OPTED_IN, jobset, lws, raycluster, spark_app, tfjob
+
+pytestmark = pytest.mark.e2e
 
 Obj = dict[str, Any]
 TIMEOUT = 30.0

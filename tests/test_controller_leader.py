@@ -21,7 +21,9 @@ from kubernetes import client, config
 
 from cluster.local import LocalCluster, NodeSpec
 from kube.leader import LeaderElector
-from tests.conftest import wait_for
+from tests.support.polling import wait_for
+
+pytestmark = pytest.mark.e2e
 
 FAST = {"lease_duration": 1.0, "renew_deadline": 0.7, "retry_period": 0.1}
 LEASE = "kubenexus-gate-controller"

@@ -7,6 +7,8 @@ from prometheus_client import generate_latest
 
 from controller.metrics import GANG_STATES, Metrics, new_metrics
 
+pytestmark = pytest.mark.unit
+
 
 def sample(metrics: Metrics, name: str, **labels: str) -> float | None:
     return metrics.registry.get_sample_value(name, labels)

@@ -6,13 +6,16 @@ import copy
 from typing import Any
 
 import jsonpatch
+import pytest
 
 from controller.members import pod_view
 from controller.owners import resolve, root_annotations, root_reference
 from gang.config import Config
 from gang.objects import LookupFailed, MemorySource
-from tests.contract import GATE, GROUP, MIN, OWNER, OWNER_UID, UNRESOLVED
-from tests.operator_fixtures import OPT_IN, owner_string, training_job, training_pod
+from tests.support.contract import GATE, GROUP, MIN, OWNER, OWNER_UID, UNRESOLVED
+from tests.support.operator_fixtures import OPT_IN, owner_string, training_job, training_pod
+
+pytestmark = pytest.mark.unit
 
 
 class FailingSource:

@@ -13,7 +13,9 @@ from cluster.local import LocalCluster
 from controller.engine import Release
 from controller.members import pod_view
 from controller.patcher import Patcher
-from tests.contract import GATE
+from tests.support.contract import GATE
+
+pytestmark = pytest.mark.e2e
 
 PLANNED = "scheduling.kubenexus.io/planned-node"
 

@@ -19,6 +19,8 @@ from controller.planner import PlanResult, check_placement, never_fits, plan
 from controller.predicates import normalize_port, ports_clash
 from controller.problem import Member, NodeFree, member_requests
 
+pytestmark = pytest.mark.unit
+
 T = TypeVar("T")
 GPU = "nvidia.com/gpu"
 

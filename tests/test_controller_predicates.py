@@ -51,39 +51,12 @@ from controller.predicates import (
     unfit,
 )
 from gang import keys
+from tests.support.predicate_objects import GPU, expr, node, required
+
+pytestmark = pytest.mark.unit
 
 D = Decimal
 AFFINITY = "node(s) didn't match Pod's node affinity/selector"
-
-
-def node(
-    name: str = "n1",
-    labels: dict[str, str] | None = None,
-    taints: list[dict[str, str]] | None = None,
-    unschedulable: bool = False,
-    ready: str | None = "True",
-    allocatable: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    conditions = [] if ready is None else [{"type": "MemoryPressure", "status": "False"},
-                                          {"type": "Ready", "status": ready}]
-    spec: dict[str, Any] = {"taints": taints or []}
-    if unschedulable:
-        spec["unschedulable"] = True
-    return {
-        "metadata": {"name": name, "labels": labels or {}},
-        "spec": spec,
-        "status": {"conditions": conditions,
-                   "allocatable": allocatable or {"cpu": "8", "memory": "32Gi", "pods": "110"}},
-    }
-
-
-def required(*terms: dict[str, Any]) -> dict[str, Any]:
-    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": list(terms)}}}}
-
-
-def expr(key: str, operator: str, *values: str) -> dict[str, Any]:
-    return {"key": key, "operator": operator, **({"values": list(values)} if values else {})}
 
 
 def check(plugin: Filter, spec: dict[str, Any], obj: dict[str, Any],
@@ -108,8 +81,6 @@ def feasible_nodes(spec: dict[str, Any], objs: list[dict[str, Any]]) -> tuple[li
 
 
 # --- Toleration.ToleratesTaint -------------------------------------------------------------------
-
-GPU = {"key": "gpu", "value": "true", "effect": "NoSchedule"}
 
 
 @pytest.mark.parametrize(

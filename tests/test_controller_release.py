@@ -14,10 +14,12 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from cluster.validation import validate_pod_update
+from cluster.validation.pod_update import validate_pod_update
 from controller.predicates import NodeAffinity, NodeInfo, PodInfo, Unfit
 from controller.release import release_patch
-from tests.contract import GATE
+from tests.support.contract import GATE
+
+pytestmark = pytest.mark.unit
 
 PLANNED = "scheduling.kubenexus.io/planned-node"
 RESERVED = "scheduling.kubenexus.io/reserved-nodes"

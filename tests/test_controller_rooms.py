@@ -18,8 +18,10 @@ from controller.engine import Engine, Verdict
 from controller.rooms import RoomIndex, Rooms, prefix, room, shape_of
 from controller.state import ClusterState
 from gang.config import Config
-from tests.contract import GATE, GROUP, MIN, OWNER_UID
-from tests.test_controller_state import node, pod
+from tests.support.contract import GATE, GROUP, MIN, OWNER_UID
+from tests.support.state_objects import node, pod
+
+pytestmark = pytest.mark.unit
 
 D = Decimal
 
@@ -170,8 +172,8 @@ def test_feasibility_by_node_kind_is_feasibility_node_by_node() -> None:
     """The engine evaluates the filters once per node kind (nodes alike but for name and hostname
     label) unless a pod names nodes; either way the answer must be the filters' over every node object."""
     from controller.predicates import NodeInfo, PodInfo, feasible
-    from tests.test_controller_predicates import GPU, expr, required
-    from tests.test_controller_predicates import node as full_node
+    from tests.support.predicate_objects import GPU, expr, required
+    from tests.support.predicate_objects import node as full_node
 
     rng = random.Random(3)
     state = ClusterState()

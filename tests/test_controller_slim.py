@@ -20,6 +20,8 @@ import yaml
 from controller import slim
 from controller.members import node_view, pod_view
 
+pytestmark = pytest.mark.unit
+
 SCENARIOS = Path(__file__).parent / "scenarios"
 Obj = dict[str, Any]
 

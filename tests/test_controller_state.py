@@ -4,39 +4,13 @@ from __future__ import annotations
 
 import copy
 from decimal import Decimal
-from typing import Any
+
+import pytest
 
 from controller.state import ClusterState
-from tests.contract import GATE, GROUP, MIN, OWNER_UID
+from tests.support.state_objects import node, pod
 
-PLANNED = "scheduling.kubenexus.io/planned-node"
-
-
-def node(name: str, cpu: str = "8", pods: str = "10", **extra: Any) -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-            "spec": extra.get("spec", {}),
-            "status": {"allocatable": {"cpu": cpu, "memory": "32Gi", "pods": pods},
-                       "conditions": [{"type": "Ready", "status": extra.get("ready", "True")}]}}
-
-
-def pod(name: str, cpu: str, *, node_name: str = "", gated: bool = False, phase: str = "Pending",
-        planned: str = "", gang: bool = True, owner_kind: str = "") -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": "ml", "uid": f"uid-{name}",
-                            "creationTimestamp": "2026-11-22T10:00:00Z", "labels": {}, "annotations": {}}
-    if gang:
-        meta["labels"] = {GROUP: "job", MIN: "2"}
-        meta["annotations"] = {OWNER_UID: "root-1"}
-    if planned:
-        meta["annotations"][PLANNED] = planned
-    if owner_kind:
-        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner_kind, "name": "x", "uid": "o",
-                                    "controller": True}]
-    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
-    if node_name:
-        spec["nodeName"] = node_name
-    if gated:
-        spec["schedulingGates"] = [{"name": GATE}]
-    return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
+pytestmark = pytest.mark.unit
 
 
 def free_cpu(state: ClusterState, name: str) -> Decimal:

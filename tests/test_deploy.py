@@ -16,7 +16,6 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 import tomllib
 import urllib.request
 from collections.abc import Iterator
@@ -37,9 +36,10 @@ from gang import keys
 from gang.config import SYSTEM_NAMESPACES, Config, load_config
 from gang.quantity import parse_quantity
 from kubenexus.cli import parser as cli_parser
+from tests.support.deploy import KUBECTL, ROOT, Kubectl
 
-ROOT = Path(__file__).resolve().parent.parent
-KUBECTL = Path(sys.executable).parent / "kubectl"
+pytestmark = pytest.mark.e2e
+
 VARIANTS = {"base": "deploy/base", "cert-manager": "deploy/overlays/cert-manager",
             "auto-inject": "deploy/overlays/auto-inject"}
 NAMESPACE = "kubenexus-system"
@@ -715,16 +715,6 @@ CERT_MANAGER_CRDS = (("cert-manager.io", "v1", "Issuer", "issuers", ()),
                      ("cert-manager.io", "v1", "Certificate", "certificates", ("cert", "certs")))
 
 
-class Kubectl:
-    def __init__(self, kubeconfig: str, cache_dir: Path) -> None:
-        self.base = [str(KUBECTL), "--kubeconfig", kubeconfig, "--cache-dir", str(cache_dir)]
-
-    def __call__(self, *args: str, stdin: Obj | None = None) -> str:
-        document = yaml.safe_dump(stdin) if stdin is not None else None
-        done = subprocess.run([*self.base, *args], input=document, capture_output=True, text=True, timeout=60,
-                              cwd=ROOT)
-        assert done.returncode == 0, f"kubectl {' '.join(args)} exited {done.returncode}: {done.stderr}"
-        return done.stdout
 
 
 @pytest.fixture

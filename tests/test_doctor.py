@@ -37,11 +37,12 @@ from controller.run import Controller
 from gang.config import Config
 from kube.client import api_request, new_api_client
 from kubenexus.local_webhook import KUBENEXUS, LocalWebhook, free_port
-from tests.conftest import wait_for
-from tests.contract import CONTROLLER, GROUP, MIN, OPT_IN
-from tests.test_cluster_e2e import Kube
-from tests.test_deploy import Kubectl
-from tests.test_least_privilege import SECRET, WEBHOOK, bundles_installed, secret_bundle
+from tests.support.contract import CONTROLLER, GROUP, MIN, OPT_IN
+from tests.support.deploy import SECRET, WEBHOOK, Kubectl, bundles_installed, secret_bundle
+from tests.support.kube import Kube
+from tests.support.polling import wait_for
+
+pytestmark = pytest.mark.e2e
 
 NAMESPACE = "kubenexus-system"
 CONFIGURATION = "kubenexus-gang-admission"

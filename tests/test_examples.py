@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import KUBENEXUS
-from tests.contract import EXPECTED, GROUP
+from kubenexus.local_webhook import KUBENEXUS
+from tests.support.contract import EXPECTED, GROUP
 from workloads import records
 from workloads.record import Example
+
+pytestmark = pytest.mark.e2e
 
 WORKLOADS = Path(__file__).resolve().parent.parent / "workloads"
 EXAMPLES = [(name, example) for name, record in records().items() for example in record.examples]

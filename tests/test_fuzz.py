@@ -15,9 +15,11 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import pod_request
-from tests.contract import CONTROLLER, GATE, GROUP, MIN, OWNER_UID, SIGS_GROUP, SIGS_MIN
-from tests.pod_rules import pod_errors
+from tests.support.apiserver_rules import create_errors
+from tests.support.contract import CONTROLLER, GATE, GROUP, MIN, OWNER_UID, SIGS_GROUP, SIGS_MIN
+from tests.support.webhook import pod_request
+
+pytestmark = pytest.mark.e2e
 
 NS = f"fuzz-{uuid.uuid4().hex[:8]}"
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -136,11 +138,11 @@ def post(webhook, endpoint, body: bytes):
     return response
 
 
-def passes_pod_rules(pod) -> bool:
-    """pod_errors(pod) == [], for pods whose shape pod_errors can read at all (else the apiserver's
+def passes_pod_rules(pod, namespace=NS) -> bool:
+    """create_errors(pod, namespace) == [], for pods whose shape the rules can read at all (else the apiserver's
     schema validation rejects them before any webhook)."""
     try:
-        return pod_errors(pod) == []
+        return create_errors(pod, namespace) == []
     except (AttributeError, TypeError):
         return False
 
@@ -228,9 +230,9 @@ def claiming_pod(owner_uid):
 def test_mutate_random_pods(webhook, pod, namespace):
     response, after = mutate(webhook, pod, namespace)
     event("patched" if after is not pod else "unchanged" if response else "400")
-    if response is None or not passes_pod_rules(pod):
+    if response is None or not passes_pod_rules(pod, namespace):
         return
-    assert pod_errors(after) == [], response
+    assert create_errors(after, namespace) == [], response
     if after is not pod:  # reinvocation (reinvocationPolicy: IfNeeded) must not change it again
         again, _ = mutate(webhook, after, namespace)
         assert "patch" not in again, (after, again)

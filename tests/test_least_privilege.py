@@ -23,10 +23,8 @@ roles must have been used at least once. No wildcards.
 
 from __future__ import annotations
 
-import base64
 import copy
 import ssl
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -36,22 +34,31 @@ from typing import Any
 
 import pytest
 from kubernetes import client, config
-from kubernetes.client import ApiException
 
 from cluster.audit import Record, request_info
 from cluster.local import LocalCluster
-from cluster.rbac import BOOTSTRAP, Grant, Policy, PolicyRule, load_manifests, rule_allows
+from cluster.rbac import BOOTSTRAP, Grant, Policy, PolicyRule, rule_allows
 from controller.run import Controller
 from gang.config import Config
 from kube.client import new_api_client
 from kube.events import EventRecorder
 from kubenexus.local_webhook import LocalWebhook
-from tests.conftest import wait_for
-from tests.contract import GATE, GROUP, MIN, MIN_AVAILABLE, UNRESOLVED
-from tests.test_cluster_e2e import (
+from tests.support.contract import GATE, GROUP, MIN, MIN_AVAILABLE, UNRESOLVED
+from tests.support.deploy import (
+    NAMESPACE,
+    SECRET,
+    WEBHOOK,
+    Obj,
+    bundles_installed,
+    render,
+    secret_bundle,
+    webhook_configurations,
+)
+from tests.support.kube import Kube, pods_resource
+from tests.support.polling import wait_for
+from tests.support.roots import (
     OPTED_IN,
     TRAINING_KINDS,
-    Kube,
     batch_job,
     jobset,
     lws,
@@ -68,15 +75,10 @@ from tests.test_cluster_e2e import (
     workflow,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
-KUBECTL = str(ROOT / ".venv" / "bin" / "kubectl")
-NAMESPACE = "kubenexus-system"
-WEBHOOK = f"system:serviceaccount:{NAMESPACE}:kubenexus-webhook"
+pytestmark = pytest.mark.e2e
+
 CONTROLLER = f"system:serviceaccount:{NAMESPACE}:kubenexus-controller"
-SECRET = "kubenexus-webhook-tls"
-CONFIGURATION = "kubenexus-gang-admission"
 TIMEOUT = 30.0
-Obj = dict[str, Any]
 
 
 def groups_of(username: str) -> tuple[str, ...]:
@@ -135,12 +137,6 @@ def used(unit: Unit, records: list[Record]) -> bool:
 # --- rendering and running ----------------------------------------------------------------------------------------
 
 
-def render(path: str = "deploy/base") -> list[Obj]:
-    done = subprocess.run([KUBECTL, "kustomize", str(ROOT / path)], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return load_manifests(done.stdout)
-
-
 @dataclass
 class Run:
     rendered: list[Obj]
@@ -152,25 +148,6 @@ class Run:
 
     def grants(self, user: str) -> list[Grant]:
         return list(self.policy().grants(user, groups_of(user)))
-
-
-def webhook_configurations(rendered: list[Obj], url: str) -> list[Obj]:
-    """The rendered webhook configurations, reaching the local webhook by URL instead of through its Service."""
-    configs = []
-    for obj in rendered:
-        if obj.get("kind") in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
-            obj = copy.deepcopy(obj)
-            for hook in obj["webhooks"]:
-                service = hook["clientConfig"].pop("service")
-                hook["clientConfig"]["url"] = f"{url}{service.get('path', '/')}"
-            configs.append(obj)
-    return configs
-
-
-def pods_resource(cluster: LocalCluster) -> Any:
-    resource = cluster.registry.get("", "v1", "pods")
-    assert resource is not None
-    return resource
 
 
 def unresolved_copy(pod: Obj, name: str) -> Obj:
@@ -197,28 +174,6 @@ def escaped_copy(pod: Obj, name: str) -> Obj:
             "metadata": {"name": name, "namespace": meta["namespace"], "labels": labels,
                          "ownerReferences": meta["ownerReferences"]},
             "spec": spec, "status": {"phase": "Pending"}}
-
-
-def secret_bundle(kube: Kube) -> bytes | None:
-    try:
-        secret = kube.core.read_namespaced_secret(SECRET, NAMESPACE)
-    except ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise
-    data = secret.data or {}
-    return base64.b64decode(data["ca-bundle.crt"]) if "ca-bundle.crt" in data else None
-
-
-def bundles_installed(kube: Kube) -> bool:
-    bundle = secret_bundle(kube)
-    if bundle is None:
-        return False
-    wanted = base64.b64encode(bundle).decode()
-    admission = client.AdmissionregistrationV1Api(kube.api_client)
-    configs = [admission.read_mutating_webhook_configuration(CONFIGURATION),
-               admission.read_validating_webhook_configuration(CONFIGURATION)]
-    return all(h.client_config.ca_bundle == wanted for c in configs for h in c.webhooks)
 
 
 def unused_units(run: Run, cluster: LocalCluster) -> list[str]:

@@ -6,6 +6,7 @@ import copy
 import json
 
 import jsonpatch
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +15,8 @@ from gang.adapters.base import ExpectedMember
 from gang.config import Config
 from gang.decide import Action, Decision
 from gang.mutate import desired_pod, json_patch
+
+pytestmark = pytest.mark.unit
 
 GANG = Decision(Action.GANG, ("test",), group="g", size=3, owner="x/v1/K/n", owner_uid="u",
                 expected=(ExpectedMember("executor", 2, {"cpu": "1"}),))

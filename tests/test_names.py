@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from gang.names import MAX_LABEL_VALUE, is_label_value, label_value
 
+pytestmark = pytest.mark.unit
+
 # The apiserver's rule, written out independently: (([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?, at most 63.
 _VALID = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
 

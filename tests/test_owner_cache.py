@@ -19,6 +19,8 @@ from kube.owner_cache import CachedSource, deep_size
 from workloads.batch.adapter import JobAdapter
 from workloads.spark.adapter import ScheduledSparkApplicationAdapter, SparkApplicationAdapter
 
+pytestmark = pytest.mark.unit
+
 NS = "team-a"
 SPARK = "sparkoperator.k8s.io/v1beta2"
 

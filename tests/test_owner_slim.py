@@ -21,9 +21,11 @@ from gang.kinds import INTERMEDIATE, NAMESPACE, Kind, split_api_version
 from gang.mutate import desired_pod
 from gang.objects import MemorySource
 from kube.owner_cache import deep_size
-from tests.contract import OPT_IN
-from tests.operator_fixtures import as_returned
-from tests.test_operators import SCENARIOS
+from tests.support.contract import OPT_IN
+from tests.support.operator_fixtures import as_returned
+from tests.support.operator_scenarios import SCENARIOS
+
+pytestmark = pytest.mark.unit
 
 Obj = dict[str, Any]
 NS = "team-a"

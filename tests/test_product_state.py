@@ -20,13 +20,15 @@ import jsonpatch
 import pytest
 import yaml
 
-import tests.operator_fixtures as f
+import tests.support.operator_fixtures as f
+from cluster.stub import path_of
 from controller.owners import resolve
 from controller.release import release_patch
 from gang.config import Config
 from gang.objects import MemorySource
-from tests.conftest import KUBENEXUS, pod_request
-from tests.contract import (
+from kubenexus.local_webhook import KUBENEXUS
+from tests.support.apiserver_rules import create_errors
+from tests.support.contract import (
     CONTROLLER,
     EXPECTED,
     GATE,
@@ -41,8 +43,10 @@ from tests.contract import (
     SIGS_MIN,
     UNRESOLVED,
 )
-from tests.pod_rules import pod_errors
-from tests.test_opt_in import fresh_namespace, make_pod, pytorchjob, worker_pod
+from tests.support.opt_in import fresh_namespace, make_pod, pytorchjob, worker_pod
+from tests.support.webhook import pod_request
+
+pytestmark = pytest.mark.e2e
 
 USER = "alice@example.com"
 ADMIN = "ops-admin@example.com"  # in gateRemovers below: may release a pod by hand, is not the controller
@@ -58,7 +62,7 @@ def admission(hook, pod, namespace):
     after = pod
     if "patch" in response:
         after = jsonpatch.apply_patch(pod, json.loads(base64.b64decode(response["patch"])))
-    assert pod_errors(after) == []
+    assert create_errors(after, namespace) == []
     return response, after
 
 
@@ -282,7 +286,7 @@ def test_reinvocation_after_a_pass_that_could_not_read_the_owner(webhook, apiser
     apiserver.fail(job, 503)
     response, first = admission(webhook, worker_pod(job), ns_of(job))
     assert response["allowed"] and UNRESOLVED in first["metadata"]["annotations"]
-    apiserver.failures.pop(apiserver.path_of(job))
+    apiserver.failures.pop(path_of(job))
     first["metadata"]["labels"]["example.com/injected"] = "by-another-webhook"
     response, again = admission(webhook, first, ns_of(job))
     assert response["allowed"]

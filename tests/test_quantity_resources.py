@@ -18,6 +18,8 @@ import pytest
 from gang.quantity import QuantityError, format_quantity, parse_quantity
 from gang.resources import container_requests, format_requests, pod_requests
 
+pytestmark = pytest.mark.unit
+
 D = Decimal
 Ki, Mi, Gi = 2**10, 2**20, 2**30
 

@@ -8,11 +8,16 @@ import re
 import ssl
 import subprocess
 
+import pytest
 from cryptography import x509
 
-from tests.apiserver_stub import StubApiServer
-from tests.conftest import KUBENEXUS, Webhook, pod_request, wait_for
-from tests.contract import GATE, UNRESOLVED
+from cluster.stub import StubApiServer
+from kubenexus.local_webhook import KUBENEXUS
+from tests.support.contract import GATE, UNRESOLVED
+from tests.support.polling import wait_for
+from tests.support.webhook import Webhook, pod_request
+
+pytestmark = pytest.mark.e2e
 
 PLAIN_POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}
 

@@ -20,9 +20,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
-from tests.conftest import KUBENEXUS
+from kubenexus.local_webhook import KUBENEXUS
+
+pytestmark = pytest.mark.e2e
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 NOW = "2026-11-22T09:03:00Z"  # three minutes after the first gang of most scenarios: nobody starves yet

@@ -7,8 +7,10 @@ import uuid
 
 import pytest
 
-from tests.conftest import pod_request
-from tests.contract import CONTROLLER, GATE, GROUP, MIN, OWNER, OWNER_UID, SIGS_GROUP, SIGS_MIN
+from tests.support.contract import CONTROLLER, GATE, GROUP, MIN, OWNER, OWNER_UID, SIGS_GROUP, SIGS_MIN
+from tests.support.webhook import pod_request
+
+pytestmark = pytest.mark.e2e
 
 USER = "alice@example.com"
 

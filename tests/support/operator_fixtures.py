@@ -16,7 +16,7 @@ import uuid
 from fractions import Fraction
 from typing import Any
 
-from tests.contract import OPT_IN as GANG
+from tests.support.contract import OPT_IN as GANG
 
 Obj = dict[str, Any]
 

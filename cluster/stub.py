@@ -1,9 +1,11 @@
-"""A minimal stand-in for the kube-apiserver's GET endpoints, for the webhook's owner reads.
+"""The apiserver's read path alone: stored objects served at their REST paths, every read counted.
 
-Test equipment, not the system under test: it serves stored objects at their real REST
-paths (404 Status otherwise), counts every read, and can be told to fail a path (HTTP
-status or delay) or to answer it slowly, so tests can check what the webhook does when the API
-misbehaves.
+A stand-in for the kube-apiserver where only GETs matter (the webhook's owner reads) and ``LocalCluster`` would
+cost more than what is measured: webhook tests and benchmarks. Like the rest of the emulator it follows the
+Kubernetes API, not the product: paths come from each object's apiVersion and kind the way client-go derives a
+resource from a kind, so a product that asks at a wrong path gets a 404 here as from a cluster. It can be told
+to fail a path (HTTP status or delay) or to answer it slowly, so tests can check what the webhook does when the
+API misbehaves.
 """
 
 from __future__ import annotations
@@ -19,10 +21,28 @@ from typing import Any
 
 import yaml
 
-from gang.adapters.table import ADAPTERS
-from gang.kinds import INTERMEDIATE, NAMESPACE, api_path, split_api_version
+#: (group, kind) of the cluster-scoped kinds a test may store here; every other kind is namespaced.
+_CLUSTER_SCOPED = frozenset({("", "Namespace"), ("", "Node"), ("trainer.kubeflow.org", "ClusterTrainingRuntime")})
 
-_KINDS = {(k.group, k.kind): k for k in [*INTERMEDIATE.values(), NAMESPACE, *(a.kind for a in ADAPTERS)]}
+
+def resource_of(kind: str) -> str:
+    """meta.UnsafeGuessKindToResource (apimachinery): the lowercased kind, pluralised ("ies" for a trailing "y",
+    "es" for a trailing "s"), which is how the core API and the operators' CRDs name every kind stored here."""
+    singular = kind.lower()
+    if singular.endswith("s"):
+        return singular + "es"
+    if singular.endswith("y"):
+        return singular[:-1] + "ies"
+    return singular + "s"
+
+
+def path_of(obj: dict[str, Any]) -> str:
+    """The REST path of ``obj``: ``/api/v1/...`` for the core group, ``/apis/<group>/<version>/...`` otherwise."""
+    api_version, kind, meta = obj["apiVersion"], obj["kind"], obj["metadata"]
+    group, _, _ = api_version.rpartition("/")
+    base = f"/apis/{api_version}" if group else f"/api/{api_version}"
+    scope = "" if (group, kind) in _CLUSTER_SCOPED else f"/namespaces/{meta.get('namespace')}"
+    return f"{base}{scope}/{resource_of(kind)}/{meta['name']}"
 
 
 class StubApiServer:
@@ -60,6 +80,7 @@ class StubApiServer:
                 if status != 200:
                     body = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status,
                                        "reason": "NotFound" if status == 404 else "InternalError"}).encode()
+                assert body is not None  # a 200 always has one
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -75,25 +96,20 @@ class StubApiServer:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def path_of(self, obj: dict[str, Any]) -> str:
-        group, _ = split_api_version(obj["apiVersion"])
-        meta = obj["metadata"]
-        return api_path(_KINDS[(group, obj["kind"])], obj["apiVersion"], meta.get("namespace"), meta["name"])
-
     def put(self, *objects: dict[str, Any]) -> None:
         with self._lock:
             for obj in objects:
-                self.objects[self.path_of(obj)] = obj
+                self.objects[path_of(obj)] = obj
 
     def fail(self, obj: dict[str, Any], status: int = 500, delay: float = 0.0) -> None:
         with self._lock:
-            self.failures[self.path_of(obj)] = (status, delay)
+            self.failures[path_of(obj)] = (status, delay)
 
     def slow(self, *objects: dict[str, Any], seconds: float) -> None:
         """Answer every read of these objects (a correct answer) only after ``seconds``."""
         with self._lock:
             for obj in objects:
-                self.failures[self.path_of(obj)] = (0, seconds)
+                self.failures[path_of(obj)] = (0, seconds)
 
     def clear(self) -> None:
         with self._lock:

@@ -1,0 +1,75 @@
+"""Gang members on the local cluster as the tests see them: their state (gated, planned, running), the events
+about them, and a PyTorchJob to make them."""
+
+from __future__ import annotations
+
+import json
+
+from tests.support.contract import GATE, PLANNED_NODE
+from tests.support.kube import Kube
+from tests.support.polling import wait_for
+from tests.support.roots import IMAGE, OPTED_IN, Obj
+
+TIMEOUT = 20.0  # every bounded wait
+GPU = "nvidia.com/gpu"
+GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
+JOB_NAME = "training.kubeflow.org/job-name"
+LEASE = ("kubenexus-system", "kubenexus-controller")  # the controller's Lease (namespace, name)
+
+
+def torch_job(name: str, workers: int, cpu: str, memory: str = "256Mi", gpus: int = 0) -> Obj:
+    """An opted-in PyTorchJob: 1 master + ``workers`` workers, every pod requesting the same."""
+    requests: Obj = {"cpu": cpu, "memory": memory}
+    resources: Obj = {"requests": requests}
+    spec: Obj = {"containers": [{"name": "pytorch", "image": IMAGE, "resources": resources}]}
+    if gpus:
+        requests[GPU] = str(gpus)
+        resources["limits"] = {GPU: str(gpus)}  # extended resources: limits = requests
+        spec.update(tolerations=[GPU_TOLERATION], nodeSelector={"pool": "gpu"})
+    else:
+        spec["nodeSelector"] = {"pool": "cpu"}
+
+    def replica(count: int) -> Obj:
+        return {"replicas": count, "restartPolicy": "OnFailure", "template": {"spec": json.loads(json.dumps(spec))}}
+
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": name, "annotations": dict(OPTED_IN)},
+            "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(workers)}}}
+
+
+def name_of(pod: Obj) -> str:
+    return str(pod["metadata"]["name"])
+
+
+def gated(pod: Obj) -> bool:
+    return GATE in [g.get("name") for g in pod["spec"].get("schedulingGates") or []]
+
+
+def running(pod: Obj) -> bool:
+    return bool(pod["spec"].get("nodeName")) and (pod.get("status") or {}).get("phase") == "Running"
+
+
+def planned(pod: Obj) -> str | None:
+    return (pod["metadata"].get("annotations") or {}).get(PLANNED_NODE)
+
+
+def events(kube: Kube, ns: str, kind: str, name: str, reason: str) -> list[str]:
+    items = json.loads(kube.core.list_namespaced_event(ns, _preload_content=False).data)["items"]
+    return [e.get("message", "") for e in items if e.get("reason") == reason
+            and (e.get("involvedObject") or {}).get("kind") == kind and e["involvedObject"].get("name") == name]
+
+
+def all_events(kube: Kube, ns: str) -> list[tuple[str, str, str, str]]:
+    items = json.loads(kube.core.list_namespaced_event(ns, _preload_content=False).data)["items"]
+    return [(e["involvedObject"].get("kind"), e["involvedObject"].get("name"), e.get("reason"), e.get("message"))
+            for e in items]
+
+
+def wait_event(kube: Kube, ns: str, kind: str, name: str, reason: str) -> list[str]:
+    return wait_for(lambda: events(kube, ns, kind, name, reason), TIMEOUT,
+                    lambda: f"a {reason} event on {kind} {name}; events: {all_events(kube, ns)}")
+
+
+def describe(pods: list[Obj]) -> list[tuple[str, str, str | None, bool]]:
+    return [(name_of(p), (p.get("status") or {}).get("phase", "Pending"), p["spec"].get("nodeName"), gated(p))
+            for p in pods]
