@@ -14,6 +14,9 @@ from gang.quantity import format_quantity, parse_quantity
 
 Resources = dict[str, Decimal]
 
+#: What a pod may set in ``spec.resources`` (IsSupportedPodLevelResource, KEP-2837).
+POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})
+
 
 def _add(total: Resources, extra: Mapping[str, Decimal]) -> None:
     for name, value in extra.items():
@@ -31,6 +34,23 @@ def container_requests(container: Mapping[str, Any]) -> Resources:
     resources = container.get("resources") or {}
     merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
     return {name: parse_quantity(value) for name, value in merged.items()}
+
+
+def _pod_level(spec: Mapping[str, Any], containers: Mapping[str, Decimal]) -> Resources:
+    """``spec.resources.requests`` as the apiserver defaults it (defaultPodRequests): with pod-level limits set, a
+    missing pod-level request is the containers' aggregate where they request the resource, else the limit."""
+    pod_level = spec.get("resources") or {}
+    requests = {name: parse_quantity(value) for name, value in (pod_level.get("requests") or {}).items()
+                if name in POD_LEVEL_RESOURCES}
+    limits = {name: parse_quantity(value) for name, value in (pod_level.get("limits") or {}).items()
+              if name in POD_LEVEL_RESOURCES}
+    if limits:
+        for name in POD_LEVEL_RESOURCES - requests.keys():
+            if name in containers:
+                requests[name] = containers[name]
+            elif name in limits:
+                requests[name] = limits[name]
+    return requests
 
 
 def pod_requests(spec: Mapping[str, Any]) -> Resources:
@@ -51,9 +71,7 @@ def pod_requests(spec: Mapping[str, Any]) -> Resources:
             _max_into(init_peak, during)
     _add(app, sidecars)
     _max_into(app, init_peak)
-    pod_level = (spec.get("resources") or {})
-    for name, value in {**(pod_level.get("limits") or {}), **(pod_level.get("requests") or {})}.items():
-        app[name] = parse_quantity(value)
+    app.update(_pod_level(spec, app))
     _add(app, {name: parse_quantity(v) for name, v in (spec.get("overhead") or {}).items()})
     return {name: value for name, value in app.items() if value}
 

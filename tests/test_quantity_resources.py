@@ -223,8 +223,14 @@ def test_pod_level_requests_win_where_set():
     assert pod_requests(spec) == {"cpu": D("4.1"), "memory": Gi}
 
 
-def test_pod_level_limit_without_request_counts_as_request():
+def test_pod_level_limit_without_request_defaults_to_the_containers_aggregate():
+    # KEP-2837 defaulting: containers request 1Gi in all, so the apiserver sets the pod-level request to 1Gi.
     spec = {"resources": {"limits": {"memory": "8Gi"}}, "containers": [c({"cpu": "1", "memory": "1Gi"})]}
+    assert pod_requests(spec) == {"cpu": 1, "memory": Gi}
+
+
+def test_pod_level_limit_counts_as_request_where_no_container_requests_it():
+    spec = {"resources": {"limits": {"memory": "8Gi"}}, "containers": [c({"cpu": "1"})]}
     assert pod_requests(spec) == {"cpu": 1, "memory": 8 * Gi}
 
 
