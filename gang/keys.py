@@ -71,6 +71,19 @@ IMMUTABLE_ANNOTATIONS = (
     OWNER_UID_ANNOTATION,
 )
 
+# --- The PodGroup (deploy/base/podgroup-crd.yaml): one per gang, named as the gang ---
+PODGROUP_GROUP = "scheduling.kubenexus.io"
+PODGROUP_VERSION = "v1alpha1"
+PODGROUP_API_VERSION = f"{PODGROUP_GROUP}/{PODGROUP_VERSION}"
+PODGROUP_KIND = "PodGroup"
+PODGROUP_PLURAL = "podgroups"
+# On the PodGroups the gate controller creates (a user-created PodGroup lacks it: the controller writes only its
+# status), and the label back to the gang's root object (its kind, lowercased, and its name as a label value).
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY_CONTROLLER = "kubenexus-gate-controller"
+ROOT_KIND_LABEL = "scheduling.kubenexus.io/root-kind"
+ROOT_NAME_LABEL = "scheduling.kubenexus.io/root-name"
+
 # --- Markers of operator-native gang scheduling that we must not fight ---
 # Volcano PodGroup annotation, scheduler-plugins coscheduling label, YuniKorn task groups.
 NATIVE_GANG_POD_MARKERS = (

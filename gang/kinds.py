@@ -30,6 +30,7 @@ POD = Kind("", "Pod", "pods")
 JOB = Kind("batch", "Job", "jobs")
 STATEFUL_SET = Kind("apps", "StatefulSet", "statefulsets")
 NAMESPACE = Kind("", "Namespace", "namespaces", namespaced=False)
+POD_GROUP = Kind("scheduling.kubenexus.io", "PodGroup", "podgroups")
 
 # Objects that sit between a pod and its root (Spark driver pod, LWS leader pod and
 # StatefulSets, JobSet/TrainJob/MPI/RayJob Jobs). A chain that ends at one of them has no root.

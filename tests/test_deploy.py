@@ -100,6 +100,7 @@ def config_of(objects: list[Obj]) -> Obj:
 
 BASE_OBJECTS = {
     ("Namespace", "", NAMESPACE),
+    ("CustomResourceDefinition", "", "podgroups.scheduling.kubenexus.io"),
     ("ServiceAccount", NAMESPACE, "kubenexus-webhook"),
     ("ServiceAccount", NAMESPACE, "kubenexus-controller"),
     ("ClusterRole", "", "kubenexus-webhook"),
@@ -147,7 +148,7 @@ def test_inventory(rendered: dict[str, list[Obj]], variant: str) -> None:
     assert {k for k in EXPECTED[variant] if k[0] in RBAC_KINDS} <= set(keys_)
     for obj in objects:
         assert obj["metadata"].get("labels", {}).get(PART_OF[0]) == PART_OF[1], key(obj)
-        if obj["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding") \
+        if obj["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition") \
                 and not obj["kind"].endswith("WebhookConfiguration"):
             assert obj["metadata"]["namespace"] == NAMESPACE, key(obj)
 
