@@ -272,9 +272,12 @@ def pod_view(pod: Obj) -> PodView:
     group = labels.get(keys.POD_GROUP_LABEL) or ""
     owner_uid = annotations.get(keys.OWNER_UID_ANNOTATION) or ""
     namespace = meta.get("namespace") or ""
-    gang = (namespace, group, owner_uid) if group else None
     requests, usage = _requests(spec)
     gated = keys.GANG_GATE in gates
+    unresolved = keys.UNRESOLVED_ANNOTATION in annotations
+    # A gated pod admission could not decide (its owner or PodGroup unread) is in no gang yet, whatever name label its
+    # creator gave it: the resolver decides it again (controller/owners.py) and writes its gang's owner keys.
+    gang = (namespace, group, owner_uid) if group and not (unresolved and gated) else None
     owners = meta.get("ownerReferences") or []
     expected_text = annotations.get(keys.EXPECTED_MEMBERS_ANNOTATION) or ""
     terminal = is_terminal(pod)
@@ -299,7 +302,7 @@ def pod_view(pod: Obj) -> PodView:
         expected_text=expected_text,
         planned_node=planned,
         reserved_nodes=_node_list(annotations.get(keys.RESERVED_NODES_ANNOTATION)) if gang else (),
-        unresolved=keys.UNRESOLVED_ANNOTATION in annotations,
+        unresolved=unresolved,
         priority=_int(spec.get("priority")),
         created=parse_time(meta.get("creationTimestamp")),
         usage=usage,

@@ -80,6 +80,8 @@ def resolve(pod: Obj, source: ObjectSource, config: Config) -> Resolution:
     reason = "; ".join(decision.reasons)
     if decision.action is Action.UNRESOLVED:
         return Resolution(Step.RETRY, decision.unresolved or reason, [])
+    if decision.denial is not None:  # admission would refuse it (its min-available contradicts its PodGroup's)
+        return Resolution(Step.RETRY, decision.denial.message, [])
     if decision.action is Action.SKIP:
         return Resolution(Step.RELEASE, reason, release_patch(pod, ""))
     desired = desired_pod(pod, decision, config)

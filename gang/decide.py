@@ -1,7 +1,8 @@
-"""Deciding a pod's gang at admission: owner walk + opt-in rules + the root kind's adapter.
+"""Deciding a pod's gang at admission: owner walk + opt-in rules + the root kind's adapter, or the PodGroup a pod
+without a supported root names.
 
 This is the one place that knows the opt-in rules (root annotation, namespace label,
-``autoInject``, explicit pod labels) and the fallbacks when something is missing. It reads
+``autoInject``, explicit pod labels, user-created PodGroups) and the fallbacks when something is missing. It reads
 objects only through the given source and never mutates anything.
 """
 
@@ -14,10 +15,11 @@ from typing import Any
 from gang import keys
 from gang.adapters.base import Chain, ExpectedMember, Membership
 from gang.config import Config
-from gang.kinds import NAMESPACE, split_api_version
+from gang.kinds import NAMESPACE, POD_GROUP, split_api_version
 from gang.names import MAX_LABEL_VALUE, is_label_value, label_value
 from gang.objects import Deadline, LookupFailed, Obj, ObjectSource
 from gang.owners import Outcome, walk_owners
+from gang.validate import Denial, check_pod_group_member
 
 
 class Action(Enum):
@@ -39,6 +41,10 @@ class Decision:
     unresolved: str = ""
     # The owner walk failed on a pod an earlier pass made a member (reinvocation): its owner keys are kept unverified.
     kept: bool = False
+    # The name of the user-created PodGroup whose explicit gang this is (owner and owner-uid are the PodGroup's).
+    pod_group: str = ""
+    # Why admission refuses the pod though it knows its gang: its own min-available contradicts its PodGroup's.
+    denial: Denial | None = None
 
 
 # Outcomes where the pod simply is not a gang workload, and where something looks wrong.
@@ -102,9 +108,9 @@ class _Decider:
         self.reasons.append(f"owner lookup failed, gated for the gate controller to resolve: {reason}")
         return Decision(Action.UNRESOLVED, tuple(self.reasons), tuple(self.warnings), unresolved=reason[:1024])
 
-    def gang(self, membership: Membership, root: Obj | None) -> Decision:
+    def gang(self, membership: Membership, root: Obj | None, pod_group: bool = False) -> Decision:
         override = None
-        if root is not None:
+        if root is not None and not pod_group:
             root_annotations = _dict(_dict(root.get("metadata")).get("annotations"))
             override = _positive_int(root_annotations.get(keys.MIN_AVAILABLE))
             if keys.MIN_AVAILABLE in root_annotations and override is None:
@@ -116,7 +122,8 @@ class _Decider:
             name = self.explicit_name or root_annotations.get(keys.GROUP_NAME) or membership.group
         else:
             name = self.explicit_name or ""
-        size = _positive_int(self.explicit_size) or override or membership.size or 1
+        # A PodGroup's minMember is the size; the pod's own min-available must agree (denied otherwise: ``denial``).
+        size = membership.size if pod_group else _positive_int(self.explicit_size) or override or membership.size or 1
         if not is_label_value(str(size)):  # the apiserver would reject the pod with this min-available label
             return self.skip(f"gang size {size} has more than {MAX_LABEL_VALUE} digits", warn=True)
         self.reasons.append(membership.reason)
@@ -130,6 +137,7 @@ class _Decider:
             owner=owner_string(root) if root is not None else "",
             owner_uid=str(_dict(root.get("metadata")).get("uid") or "") if root is not None else "",
             expected=() if membership.late else trim_expected(membership.expected, membership.pod_total, size),
+            pod_group=name if pod_group else "",
         )
 
     def namespace_label(self) -> str | None:
@@ -143,16 +151,14 @@ class _Decider:
         explicit = Membership(True, "explicit pod-group labels on the pod", self.explicit_name or "", 0)
         if walk.outcome is Outcome.FAILED:
             if self.explicit_name and keys.OWNER_ANNOTATION in self.annotations:
-                # Reinvocation of a pod an earlier pass resolved: keep its gang, add no "unresolved" marker.
-                decision = self.finish(explicit, None)
-                return replace(decision, kept=True) if decision.action is Action.GANG else decision
+                return self.kept(explicit)
             return self.unresolved(walk.detail)
         if walk.outcome is not Outcome.ROOT:
             if not self.explicit_name:
                 return self.skip(walk.detail, warn=walk.outcome in _SUSPICIOUS)
             if walk.outcome in _SUSPICIOUS:
                 self.warnings.append(f"kubenexus: {walk.detail}; using the pod's explicit pod-group labels")
-            return self.namespace_rules(None) or self.finish(explicit, None)
+            return self.namespace_rules(None) or self.explicit_gang(explicit)
         assert walk.adapter is not None
         root = walk.chain[-1]
         if refused := self.namespace_rules(root):
@@ -163,6 +169,60 @@ class _Decider:
         if not membership.member:
             return self.finish(explicit, root) if self.explicit_name else self.skip(membership.reason, warn=True)
         return self.finish(membership, root)
+
+    def kept(self, explicit: Membership) -> Decision:
+        """Reinvocation of a pod an earlier pass made a member, now that a read fails: keep its gang (its labels and
+        owner keys, unverified), add no "unresolved" marker."""
+        decision = self.finish(explicit, None)
+        return replace(decision, kept=True) if decision.action is Action.GANG else decision
+
+    def explicit_gang(self, explicit: Membership) -> Decision:
+        """A pod without a supported root that names its gang: a member of the PodGroup of that name in its
+        namespace when one exists (sized by its ``spec.minMember``; the pod's own min-available must agree), else
+        the gang its own labels describe (min-available, default 1), as before PodGroups existed."""
+        name = self.explicit_name
+        if not (isinstance(name, str) and is_label_value(name)):  # the validating webhook refuses such a name
+            return self.finish(explicit, None)
+        where = f"PodGroup {self.namespace}/{name}"
+        try:
+            group = self.source.get(POD_GROUP, keys.PODGROUP_API_VERSION, self.namespace, name,
+                                    deadline=self.deadline)
+        except LookupFailed as exc:
+            if keys.OWNER_ANNOTATION in self.annotations:
+                return self.kept(explicit)
+            return self.unresolved(f"reading {where}: {exc}")
+        problem = self.not_explicit(group, where)
+        if problem is not None:
+            self.reasons.append(f"{problem}: sized by the pod's own labels")
+            return self.finish(explicit, None)
+        assert group is not None
+        min_member = _dict(group.get("spec"))["minMember"]
+        member = Membership(True, f"member of {where} (spec.minMember {min_member})", name, min_member)
+        decision = self.finish(member, group, pod_group=True)
+        if decision.action is Action.GANG and (denial := check_pod_group_member(self.pod, group)) is not None:
+            return replace(decision, denial=denial)
+        return decision
+
+    def not_explicit(self, group: Obj | None, where: str) -> str | None:
+        """Why ``group`` (the PodGroup the pod names, or None) does not make the pod a member of an explicit gang;
+        warns where the pod's creator likely meant it to."""
+        if group is None:
+            if not self.explicit_size:
+                self.warnings.append(f"kubenexus: {where} does not exist and the pod sets no "
+                                     f"{keys.POD_GROUP_MIN_LABEL}: it is a gang of 1 and starts alone; create the "
+                                     "PodGroup before its pods")
+            return f"no {where}"
+        meta = _dict(group.get("metadata"))
+        if _dict(meta.get("labels")).get(keys.MANAGED_BY_LABEL) == keys.MANAGED_BY_CONTROLLER:
+            self.warnings.append(f"kubenexus: {where} is the gate controller's, for the gang of its root object; a "
+                                 "pod without that root does not join it")
+            return f"{where} is the gate controller's"
+        min_member = _dict(group.get("spec")).get("minMember")
+        if isinstance(min_member, bool) or not isinstance(min_member, int) or min_member < 1:
+            self.warnings.append(f"kubenexus: ignoring {where}: spec.minMember {min_member!r} is not an "
+                                 "integer ≥ 1")
+            return f"{where} is invalid"
+        return None
 
     def namespace_rules(self, root: Obj | None) -> Decision | None:
         """Opt-in and opt-out, most specific first: pod labels, root annotation, namespace, config."""
@@ -189,7 +249,7 @@ class _Decider:
             return self.skip(f"root {owner_string(root)} is not opted in to gang scheduling")
         return None
 
-    def finish(self, membership: Membership, root: Obj | None) -> Decision:
+    def finish(self, membership: Membership, root: Obj | None, pod_group: bool = False) -> Decision:
         """Last checks for what a gate would break: a bound pod, or a native gang scheduler."""
         spec = _dict(self.pod.get("spec"))
         if spec.get("nodeName"):
@@ -199,7 +259,7 @@ class _Decider:
             markers.append(f"schedulerName {spec['schedulerName']}")
         if markers:
             return self.skip(f"pod is gang-scheduled natively ({', '.join(markers)})", warn=True)
-        return self.gang(membership, root)
+        return self.gang(membership, root, pod_group)
 
 
 def decide(pod: Obj, namespace: str, source: ObjectSource, config: Config,

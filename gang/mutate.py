@@ -67,11 +67,14 @@ def member_state(decision: Decision) -> dict[str, str]:
 
 
 def _left_by_a_member_pass(pod: Obj) -> bool:
-    """The owner keys as a member pass of admission leaves them: on a pod with owner references (it had a root),
-    the gang label, owner and owner-uid together."""
-    annotations, metadata = meta_map(pod, "annotations"), pod.get("metadata")
-    return (isinstance(metadata, dict) and bool(metadata.get("ownerReferences"))
-            and keys.POD_GROUP_LABEL in meta_map(pod, "labels")
+    """The owner keys as a member pass of admission leaves them: the gang label, owner and owner-uid together, on a
+    pod with owner references (it had a root) or with the owner naming the PodGroup of the pod's gang label (a
+    member of a user-created PodGroup)."""
+    annotations, metadata, labels = meta_map(pod, "annotations"), pod.get("metadata"), meta_map(pod, "labels")
+    pod_group = f"{keys.PODGROUP_API_VERSION}/{keys.PODGROUP_KIND}/{labels.get(keys.POD_GROUP_LABEL)}"
+    return (isinstance(metadata, dict)
+            and (bool(metadata.get("ownerReferences")) or annotations.get(keys.OWNER_ANNOTATION) == pod_group)
+            and keys.POD_GROUP_LABEL in labels
             and all(key in annotations for key in (keys.OWNER_ANNOTATION, keys.OWNER_UID_ANNOTATION)))
 
 

@@ -64,3 +64,9 @@ class JobSpec(TypedDict, total=False):
 
 class JobTemplate(TypedDict, total=False):
     spec: JobSpec
+
+
+class PodGroupSpec(TypedDict, total=False):
+    """What admission reads of a user-created PodGroup (``gang/decide.py``, ``gang/validate.py``)."""
+
+    minMember: Any

@@ -11,7 +11,8 @@ What is kept, per kind, is exactly what reads it: the owner walk (``gang/owners.
 ownerReferences), the opt-in rules (``gang/decide.py``: namespace labels, the root's
 ``kubenexus.io/*`` annotations), the adapters (each one's ``spec_shape``, next to it in
 ``workloads/<kind>/adapter.py``: the spec fields it reads and, through ``expected_from_template``,
-the pod template fields ``gang/resources.py`` counts; shared pieces in ``gang/shapes.py``) and the
+the pod template fields ``gang/resources.py`` counts; shared pieces in ``gang/shapes.py``), the
+PodGroup a pod without a supported root names (``gang/decide.py``: its labels, uid and ``spec.minMember``) and the
 controller (``controller/owners.py``: root annotations). tests/test_owner_slim.py runs every
 operator scenario on full and on slim owners and compares the decisions. An adapter that reads a
 new field must add it to its shape.
@@ -30,8 +31,8 @@ import msgspec
 
 from gang import keys
 from gang.adapters.table import ADAPTERS
-from gang.kinds import INTERMEDIATE, NAMESPACE, Kind
-from gang.shapes import Meta, Object
+from gang.kinds import INTERMEDIATE, NAMESPACE, POD_GROUP, Kind
+from gang.shapes import Meta, Object, PodGroupSpec
 
 
 def _with_spec(name: str, spec: type) -> type:
@@ -48,6 +49,7 @@ _SHAPES: dict[tuple[str, str], type] = {
     **{(k.group, k.kind): Object for k in (*INTERMEDIATE.values(), NAMESPACE)},
     **{(a.kind.group, a.kind.kind): _with_spec(f"_{a.kind.kind}", a.spec_shape) if a.spec_shape else Object
        for a in ADAPTERS},
+    (POD_GROUP.group, POD_GROUP.kind): _with_spec("_PodGroup", PodGroupSpec),
 }
 _DECODERS: dict[tuple[str, str], Callable[[bytes], Any]] = {
     key: msgspec.json.Decoder(shape).decode for key, shape in _SHAPES.items()}

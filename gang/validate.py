@@ -1,6 +1,6 @@
 """Validation rules (behind ``/validate``): gang labels on pods, their immutability, who may remove the gate, who may
-write the product's state (keys.PRODUCT_STATE), and the ``kubenexus.io/*`` annotations on root objects, so
-that a typo fails at apply time.
+write the product's state (keys.PRODUCT_STATE), the ``kubenexus.io/*`` annotations on root objects, so
+that a typo fails at apply time, and members of user-created PodGroups against their PodGroup.
 
 This webhook runs after every mutation (the apiserver calls validating webhooks last), so on CREATE it sees
 what the mutating webhook wrote and cannot tell it from what the creator sent: the state admission writes is
@@ -20,8 +20,9 @@ from typing import Any
 from gang import keys
 from gang.adapters.table import adapter_for
 from gang.config import Config
+from gang.kinds import POD_GROUP
 from gang.names import is_label_value
-from gang.objects import Obj
+from gang.objects import Deadline, LookupFailed, Obj, ObjectSource
 
 
 class Refusal(IntEnum):
@@ -39,6 +40,12 @@ class Denial:
 
 def _invalid(message: str | None) -> Denial | None:
     return Denial(message, Refusal.INVALID) if message is not None else None
+
+
+def _section(obj: Obj, name: str) -> dict[str, Any]:
+    """``obj.<name>`` (metadata, spec) when it is a map, else empty."""
+    value = obj.get(name)
+    return value if isinstance(value, dict) else {}
 
 
 def meta_map(obj: Any, field: str) -> dict[str, Any]:
@@ -101,6 +108,57 @@ def check_pod_create(pod: Obj) -> Denial | None:
                           "controller writes it, when it releases a gang member (a copy of an existing pod? leave "
                           "out its scheduling.kubenexus.io/ annotations)", Refusal.FORBIDDEN)
     return _invalid(check_pod_labels(pod))
+
+
+def check_pod_group_member(pod: Obj, pod_group: Obj) -> Denial | None:
+    """A member of a user-created PodGroup is sized by its ``spec.minMember``: a min-available of the pod's own
+    (label, or the coscheduling annotation) must say the same."""
+    meta, spec = _section(pod_group, "metadata"), _section(pod_group, "spec")
+    where, min_member = f"PodGroup {meta.get('namespace')}/{meta.get('name')}", spec.get("minMember")
+    for field, key in (("labels", keys.POD_GROUP_MIN_LABEL), ("annotations", keys.COSCHED_MIN_ANNOTATION)):
+        value = meta_map(pod, field).get(key)
+        if value is not None and not (_positive_int(value) and int(value) == min_member):
+            return Denial(f"metadata.{field}[{key}]: {value!r} disagrees with spec.minMember {min_member} of "
+                          f"{where}, which the pod names: members of a PodGroup are sized by it (leave {key} out, "
+                          f'or set it to "{min_member}")', Refusal.INVALID)
+    return None
+
+
+def _pod_group_named(pod: Obj) -> str | None:
+    """The PodGroup a pod's owner annotation names: admission writes it on members of a user-created PodGroup."""
+    owner = meta_map(pod, "annotations").get(keys.OWNER_ANNOTATION)
+    prefix = f"{keys.PODGROUP_API_VERSION}/{keys.PODGROUP_KIND}/"
+    return owner[len(prefix):] if isinstance(owner, str) and owner.startswith(prefix) else None
+
+
+def check_pod_group_create(pod: Obj, namespace: str, source: ObjectSource, deadline: Deadline | None) -> Denial | None:
+    """A new member of a user-created PodGroup (as mutation left it: its owner keys name the PodGroup) agrees with
+    it. A PodGroup that cannot be read now, or was recreated since mutation read it, is not judged here: mutation
+    judged the pod against the PodGroup it read (``decide``)."""
+    name = _pod_group_named(pod)
+    if not name:
+        return None
+    uid = meta_map(pod, "annotations").get(keys.OWNER_UID_ANNOTATION)
+    try:
+        group = source.get(POD_GROUP, keys.PODGROUP_API_VERSION, namespace, name, uid or None, deadline)
+    except LookupFailed:
+        return None
+    if group is None or (uid and _section(group, "metadata").get("uid") != uid):
+        return None
+    return check_pod_group_member(pod, group)
+
+
+def check_pod_group_update(obj: Obj, old: Obj, username: str, config: Config) -> Denial | None:
+    """``spec.minMember`` of a PodGroup is immutable (except to the gate controller, which keeps its own PodGroups'):
+    admission writes it on every member as its min-available, which is immutable too, so a change would leave
+    members that disagree on their gang's size."""
+    before, after = _section(old, "spec"), _section(obj, "spec")
+    if before.get("minMember") == after.get("minMember") or username == config.controller_identity:
+        return None
+    meta = _section(obj, "metadata")
+    return Denial(f"spec.minMember: is immutable (was {before.get('minMember')!r}): the members of PodGroup "
+                  f"{meta.get('namespace')}/{meta.get('name')} carry it as their min-available from creation; "
+                  "to resize the gang, delete the PodGroup and its pods and create them again", Refusal.INVALID)
 
 
 def _change(before: dict[str, Any], after: dict[str, Any], name: str) -> str | None:
@@ -187,17 +245,24 @@ def check_root(obj: Obj, old: Obj | None, api_version: str, kind: str) -> str | 
     return None
 
 
-def validate(request: Obj, config: Config) -> Denial | None:
-    """Why an admission request is denied, or None to allow it."""
+def validate(request: Obj, config: Config, source: ObjectSource | None = None,
+             deadline: Deadline | None = None) -> Denial | None:
+    """Why an admission request is denied, or None to allow it. ``source`` (read within ``deadline``) has the
+    PodGroups that members of user-created PodGroups are checked against; without one they are not."""
     operation, obj, old = request["operation"], request.get("object"), request.get("oldObject")
     kind = request["kind"]
     if request.get("subResource") or operation not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
         return None
+    username = str((request.get("userInfo") or {}).get("username", ""))
     if kind.get("group", "") == "" and kind.get("kind") == "Pod":
         if operation == "CREATE":
-            return check_pod_create(obj)
-        username = str((request.get("userInfo") or {}).get("username", ""))
+            denial = check_pod_create(obj)
+            if denial is None and source is not None and isinstance(request.get("namespace"), str):
+                denial = check_pod_group_create(obj, request["namespace"], source, deadline)
+            return denial
         return check_pod_update(old if isinstance(old, dict) else {}, obj, username, config)
+    if (kind.get("group"), kind.get("kind")) == (keys.PODGROUP_GROUP, keys.PODGROUP_KIND):
+        return check_pod_group_update(obj, old, username, config) if isinstance(old, dict) else None
     api_version = f"{kind['group']}/{kind.get('version', '')}" if kind.get("group") else str(kind.get("version"))
     previous = old if operation == "UPDATE" and isinstance(old, dict) else None
     return _invalid(check_root(obj, previous, api_version, str(kind.get("kind"))))

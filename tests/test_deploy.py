@@ -492,8 +492,10 @@ ENTRIES = {
     "validate.kubenexus.io": ("ValidatingWebhookConfiguration", "/validate", "elsewhere", "Ignore"),
     "validate-enabled.kubenexus.io": ("ValidatingWebhookConfiguration", "/validate", "enabled", "Fail"),
     "validate-roots.kubenexus.io": ("ValidatingWebhookConfiguration", "/validate", "not disabled", "Ignore"),
+    "validate-podgroups.kubenexus.io": ("ValidatingWebhookConfiguration", "/validate", "not disabled", "Ignore"),
 }
 ROOTS = "validate-roots.kubenexus.io"
+PODGROUPS = "validate-podgroups.kubenexus.io"
 
 
 def webhooks(objects: list[Obj]) -> dict[str, Obj]:
@@ -565,6 +567,10 @@ def test_webhook_configurations(rendered: dict[str, list[Obj]], variant: str) ->
     assert hooks["validate.kubenexus.io"]["rules"] == [{**pod_rule, "operations": ["CREATE", "UPDATE"]}]
     # the roots, exactly the registered kinds' (tests/test_workloads.py checks the base), in every variant
     assert hooks[ROOTS]["rules"] == webhooks(rendered["base"])[ROOTS]["rules"]
+    # PodGroups: updates only (spec.minMember is immutable), never their status subresource
+    assert hooks[PODGROUPS]["rules"] == [{"apiGroups": [keys.PODGROUP_GROUP], "apiVersions": ["*"],
+                                          "resources": [keys.PODGROUP_PLURAL], "operations": ["UPDATE"],
+                                          "scope": "Namespaced"}]
     annotations = {kind: one(objects, kind, "kubenexus-gang-admission")["metadata"].get("annotations", {})
                    for kind in CONFIGURATION_KINDS}
     if variant == "cert-manager":  # cainjector writes the CA into every entry of each configuration
@@ -628,6 +634,13 @@ def test_match_conditions(rendered: dict[str, list[Obj]]) -> None:
     assert reaches(ROOTS, _request("UPDATE", "ray.io", "rayclusters"), annotated_root, BARE)
     assert not reaches(ROOTS, _request("CREATE", "batch", "jobs"), PLAIN)
     assert not reaches(ROOTS, _request("UPDATE", "batch", "jobs"), BARE, annotated_root)
+    # PodGroups: only updates that change spec.minMember
+    group = {"metadata": {"name": "g", "labels": {"a": "b"}}, "spec": {"minMember": 3, "queue": "q"}}
+    podgroups = _request("UPDATE", keys.PODGROUP_GROUP, keys.PODGROUP_PLURAL)
+    assert reaches(PODGROUPS, podgroups, {**group, "spec": {"minMember": 4, "queue": "q"}}, group)
+    assert reaches(PODGROUPS, podgroups, {**group, "spec": {"queue": "q"}}, group)
+    assert not reaches(PODGROUPS, podgroups, {**group, "spec": {"minMember": 3, "queue": "other"}}, group)
+    assert not reaches(PODGROUPS, podgroups, {**group, "metadata": {"name": "g"}}, group)
 
 
 # --- cert-manager overlay --------------------------------------------------------------------------------------

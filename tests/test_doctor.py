@@ -169,7 +169,7 @@ def test_a_healthy_installation(install: Install) -> None:
     # every entry, with the failure policy of its scope (Fail only for namespaces labelled enabled)
     entries = {"mutate.kubenexus.io": "Ignore", "mutate-enabled.kubenexus.io": "Fail",
                "validate.kubenexus.io": "Ignore", "validate-enabled.kubenexus.io": "Fail",
-               "validate-roots.kubenexus.io": "Ignore"}
+               "validate-roots.kubenexus.io": "Ignore", "validate-podgroups.kubenexus.io": "Ignore"}
     for entry, policy in entries.items():
         assert any(f"{entry} (failurePolicy {policy})" in line for line in webhook_configurations), out
     [certificate] = lines(out, "certificate")

@@ -15,7 +15,7 @@ from flask import Flask, Response, request
 
 from gang.config import Config
 from gang.decide import Action
-from gang.objects import ObjectSource
+from gang.objects import Deadline, ObjectSource
 from gang.validate import validate
 from webhook import metrics
 from webhook.review import BadRequest, admit_pod, parse_review, review_response
@@ -70,7 +70,7 @@ def create_app(config: Config, source: ObjectSource, ready: Callable[[], tuple[b
         return admission.review, "patched" if admission.patch else "allowed"
 
     def check(req: dict) -> tuple[dict, str]:
-        denial = validate(req, config)
+        denial = validate(req, config, source, Deadline(config.admission_deadline_seconds))
         if denial is None:
             return review_response(req["uid"]), "allowed"
         log.info("request denied", extra={"uid": req["uid"], "namespace": req.get("namespace"),

@@ -14,6 +14,7 @@ from gang.config import Config
 from gang.decide import Action, Decision, decide
 from gang.mutate import desired_pod, forged_state, json_patch
 from gang.objects import Deadline, Obj, ObjectSource
+from gang.validate import Refusal
 
 API_VERSION = "admission.k8s.io/v1"
 log = logging.getLogger("kubenexus.webhook")
@@ -93,17 +94,19 @@ def admit_pod(request: Obj, source: ObjectSource, config: Config) -> PodAdmissio
     namespace = request.get("namespace") or (pod.get("metadata") or {}).get("namespace")
     if not isinstance(namespace, str) or not namespace:
         raise BadRequest("request.namespace is missing for a pod CREATE")
-    denial = None
+    denial, code = None, int(Refusal.FORBIDDEN)
     try:
         decision = decide(pod, namespace, source, config, Deadline(config.admission_deadline_seconds))
         denial = forged_state(pod, decision)
+        if denial is None and decision.denial is not None:  # its min-available contradicts its PodGroup's
+            denial, code = decision.denial.message, int(decision.denial.code)
     except Exception:  # a bug must not block pods: admit unchanged, loudly
         log.exception("deciding the gang failed", extra={"uid": request["uid"], "namespace": namespace})
         decision = Decision(Action.SKIP, ("internal error while deciding the gang",),
                             ("kubenexus: internal error while deciding the gang; pod admitted unchanged",))
     if denial:
         return PodAdmission(decision, pod, [], review_response(request["uid"], allowed=False, message=denial,
-                                                               warnings=decision.warnings), denial)
+                                                               warnings=decision.warnings, code=code), denial)
     desired = desired_pod(pod, decision, config)
     patch = json_patch(pod, desired)
     return PodAdmission(decision, desired, patch,
