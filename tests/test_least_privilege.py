@@ -12,13 +12,13 @@ One local cluster (apiserver, scheduler, kubelet, every emulated operator) runs 
 
 Roots of every kind the webhook reads are created (the builders of ``test_cluster_e2e``), plus a Spark run of a
 ScheduledSparkApplication and a Job of a CronJob, so that the webhook walks every owner kind; the controller
-releases gangs, writes events (one repeated, so it is patched), holds and hands over the Lease, and resolves two
-pods that admission left unresolved (written as admission stores them when its owner lookup failed: the
-emulator cannot make an apiserver read fail). The emulator records every request with its user; the tests then
-check them against the RBAC objects of ``kubectl kustomize deploy/base``, evaluated as the RBAC authorizer does
-(cluster/rbac.py): every request of a component must be allowed by the roles bound to its ServiceAccount (plus
-the default discovery roles every authenticated user has), and every verb x resource x resourceName of those
-roles must have been used at least once. No wildcards.
+releases gangs, writes events (one repeated, so it is patched), holds and hands over the Lease, and resolves three
+pods that admission left unresolved (written as admission stores them when its owner or PodGroup lookup failed: the
+emulator cannot make an apiserver read fail), one of them naming a user-created PodGroup that a bare pod names too.
+The emulator records every request with its user; the tests then check them against the RBAC objects of ``kubectl
+kustomize deploy/base``, evaluated as the RBAC authorizer does (cluster/rbac.py): every request of a component must
+be allowed by the roles bound to its ServiceAccount (plus the default discovery roles every authenticated user has),
+and every verb x resource x resourceName of those roles must have been used at least once. No wildcards.
 """
 
 from __future__ import annotations
@@ -318,6 +318,34 @@ def scenario(cluster: LocalCluster, kube: Kube, workdir: Path, tls: Any, result:
     joined = next(p for p in kube.pods(ns) if p["metadata"]["name"] == "vllm-unresolved")
     checks["resolved"] = (joined["metadata"]["labels"].get(GROUP), bool(joined["spec"].get("schedulingGates")))
 
+    # --- a user-created PodGroup (the CRD as rendered): the webhook reads it for a bare pod naming it, the
+    # controller for a pod naming it that admission left unresolved ---
+    [crd] = [o for o in result.rendered if o.get("kind") == "CustomResourceDefinition"
+             and o["metadata"]["name"] == "podgroups.scheduling.kubenexus.io"]
+    try:
+        client.ApiextensionsV1Api(kube.api_client).create_custom_resource_definition(crd)
+    except client.ApiException as exc:  # the emulator may serve it already
+        if exc.status != 409:
+            raise
+    group = client.CustomObjectsApi(kube.api_client).create_namespaced_custom_object(
+        "scheduling.kubenexus.io", "v1alpha1", ns, "podgroups",
+        {"apiVersion": "scheduling.kubenexus.io/v1alpha1", "kind": "PodGroup", "metadata": {"name": "pair"},
+         "spec": {"minMember": 2}})
+    bare = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pair-0", "labels": {GROUP: "pair"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    kube.core.create_namespaced_pod(ns, bare)
+    stored = copy.deepcopy(bare)
+    stored["metadata"].update(name="pair-1", annotations={UNRESOLVED: "reading PodGroup: HTTP 503"})
+    stored["spec"].update(schedulingGates=[{"name": GATE}], schedulerName="kubenexus-scheduler")
+    cluster.store.create(pods_resource(cluster), stored, ns)
+
+    def pair_owners() -> set[str]:
+        return {(p["metadata"].get("annotations") or {}).get("scheduling.kubenexus.io/owner-uid", "")
+                for p in kube.pods(ns) if p["metadata"]["name"] in ("pair-0", "pair-1")}
+
+    checks["podgroup"] = wait_for(lambda: pair_owners() == {group["metadata"]["uid"]}, TIMEOUT,
+                                  lambda: f"both pods members of PodGroup pair, saw owner uids {pair_owners()}")
+
     # --- a pod that escaped admission and is not bound: the controller deletes it, for its operator to recreate ---
     cluster.store.create(pods_resource(cluster), escaped_copy(workers[0], "vllm-escaped"), ns)
     checks["escaped"] = wait_for(lambda: "vllm-escaped" not in {p["metadata"]["name"] for p in kube.pods(ns)},
@@ -363,6 +391,7 @@ def test_the_scenario_exercised_the_components(run: Run) -> None:
     """Sanity: what the permissions are proven against really happened."""
     assert run.checks["secret created"]
     assert run.checks["resolved"][0], "the unresolved LWS worker joined its gang"
+    assert run.checks["podgroup"], "a bare pod and a resolved one joined the user-created PodGroup"
     assert run.checks["escaped"], "the escaped LWS worker was deleted"
     assert run.checks["event count"] == 2
     assert run.checks["lease holder"], "the standby took the Lease over"
