@@ -193,8 +193,12 @@ class _Decider:
             return self.unresolved(f"reading {where}: {exc}")
         problem = self.not_explicit(group, where)
         if problem is not None:
-            self.reasons.append(f"{problem}: sized by the pod's own labels")
-            return self.finish(explicit, None)
+            reason, warning = problem
+            self.reasons.append(f"{reason}: sized by the pod's own labels")
+            decision = self.finish(explicit, None)
+            if warning and decision.action is Action.GANG:
+                return replace(decision, warnings=(*decision.warnings, f"kubenexus: {warning}"))
+            return decision
         assert group is not None
         min_member = _dict(group.get("spec"))["minMember"]
         member = Membership(True, f"member of {where} (spec.minMember {min_member})", name, min_member)
@@ -203,25 +207,21 @@ class _Decider:
             return replace(decision, denial=denial)
         return decision
 
-    def not_explicit(self, group: Obj | None, where: str) -> str | None:
-        """Why ``group`` (the PodGroup the pod names, or None) does not make the pod a member of an explicit gang;
-        warns where the pod's creator likely meant it to."""
+    def not_explicit(self, group: Obj | None, where: str) -> tuple[str, str] | None:
+        """Why ``group`` (the PodGroup the pod names, or None) does not make the pod a member of an explicit gang, and
+        the warning for a member of the gang its labels describe ("" for none), or None when it does."""
         if group is None:
-            if not self.explicit_size:
-                self.warnings.append(f"kubenexus: {where} does not exist and the pod sets no "
-                                     f"{keys.POD_GROUP_MIN_LABEL}: it is a gang of 1 and starts alone; create the "
-                                     "PodGroup before its pods")
-            return f"no {where}"
-        meta = _dict(group.get("metadata"))
-        if _dict(meta.get("labels")).get(keys.MANAGED_BY_LABEL) == keys.MANAGED_BY_CONTROLLER:
-            self.warnings.append(f"kubenexus: {where} is the gate controller's, for the gang of its root object; a "
-                                 "pod without that root does not join it")
-            return f"{where} is the gate controller's"
+            warning = "" if self.explicit_size else (
+                f"{where} does not exist and the pod sets no {keys.POD_GROUP_MIN_LABEL}: it is a gang of 1 and "
+                "starts alone; create the PodGroup before its pods")
+            return f"no {where}", warning
+        if _dict(_dict(group.get("metadata")).get("labels")).get(keys.MANAGED_BY_LABEL) == keys.MANAGED_BY_CONTROLLER:
+            return (f"{where} is the gate controller's",
+                    f"{where} is the gate controller's, for the gang of its root object; a pod without that root "
+                    "does not join it")
         min_member = _dict(group.get("spec")).get("minMember")
         if isinstance(min_member, bool) or not isinstance(min_member, int) or min_member < 1:
-            self.warnings.append(f"kubenexus: ignoring {where}: spec.minMember {min_member!r} is not an "
-                                 "integer ≥ 1")
-            return f"{where} is invalid"
+            return f"{where} is invalid", f"ignoring {where}: spec.minMember {min_member!r} is not an integer ≥ 1"
         return None
 
     def namespace_rules(self, root: Obj | None) -> Decision | None:

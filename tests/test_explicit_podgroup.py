@@ -159,6 +159,13 @@ def test_without_a_podgroup_a_labelled_pod_is_a_gang_of_one_with_a_warning_namin
     assert "PodGroup team-a/trainers does not exist" in warning and "gang of 1" in warning
 
 
+def test_a_bound_pod_naming_a_missing_podgroup_is_warned_about_once() -> None:
+    decision = decide(make_pod({GROUP: "trainers"}, nodeName="n-1"), NS, MemorySource([]), Config())
+    assert decision.action is Action.SKIP
+    [warning] = decision.warnings
+    assert "already bound to node n-1" in warning
+
+
 def test_without_a_podgroup_the_pods_own_min_available_sizes_it_quietly() -> None:
     decision = decide(make_pod({GROUP: "trainers", MIN: "4"}), NS, MemorySource([]), Config())
     assert (decision.action, decision.size, decision.warnings) == (Action.GANG, 4, ())
