@@ -215,10 +215,12 @@ class _Decider:
                 f"{where} does not exist and the pod sets no {keys.POD_GROUP_MIN_LABEL}: it is a gang of 1 and "
                 "starts alone; create the PodGroup before its pods")
             return f"no {where}", warning
-        if _dict(_dict(group.get("metadata")).get("labels")).get(keys.MANAGED_BY_LABEL) == keys.MANAGED_BY_CONTROLLER:
+        labels = _dict(_dict(group.get("metadata")).get("labels"))
+        if labels.get(keys.MANAGED_BY_LABEL) == keys.MANAGED_BY_CONTROLLER:  # it shows a gang, it does not make one
+            root = f"{labels.get(keys.ROOT_KIND_LABEL)} {labels.get(keys.ROOT_NAME_LABEL)}"
             return (f"{where} is the gate controller's",
-                    f"{where} is the gate controller's, for the gang of its root object; a pod without that root "
-                    "does not join it")
+                    f"{where} is the gate controller's, for the gang of {root}; a pod without that root is not "
+                    "its member" if keys.ROOT_KIND_LABEL in labels else "")
         min_member = _dict(group.get("spec")).get("minMember")
         if isinstance(min_member, bool) or not isinstance(min_member, int) or min_member < 1:
             return f"{where} is invalid", f"ignoring {where}: spec.minMember {min_member!r} is not an integer ≥ 1"

@@ -181,10 +181,16 @@ def test_a_podgroup_with_an_invalid_min_member_is_ignored_with_a_warning(min_mem
 
 
 def test_a_podgroup_of_the_gate_controller_does_not_take_pods_without_its_root() -> None:
-    group = pod_group(min_member=5, labels={MANAGED_BY: "kubenexus-gate-controller"})
+    root = {"scheduling.kubenexus.io/root-kind": "pytorchjob", "scheduling.kubenexus.io/root-name": "trainers"}
+    group = pod_group(min_member=5, labels={MANAGED_BY: "kubenexus-gate-controller", **root})
     decision = decide(make_pod({GROUP: "trainers"}), NS, MemorySource([group]), Config())
     assert (decision.size, decision.owner, decision.pod_group) == (1, "", "")
-    assert any("is the gate controller's" in w for w in decision.warnings)
+    [warning] = decision.warnings
+    assert "PodGroup team-a/trainers is the gate controller's, for the gang of pytorchjob trainers" in warning
+    # the controller's PodGroup of a gang of labelled pods: the pod joins that gang (its labels), quietly
+    group = pod_group(min_member=5, labels={MANAGED_BY: "kubenexus-gate-controller"})
+    decision = decide(make_pod({GROUP: "trainers", MIN: "2"}), NS, MemorySource([group]), Config())
+    assert (decision.size, decision.owner, decision.warnings) == (2, "", ())
 
 
 def test_a_disabled_namespace_wins_without_reading_the_podgroup() -> None:
