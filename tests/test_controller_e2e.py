@@ -33,6 +33,7 @@ from tests.support.gang_pods import (
     JOB_NAME,
     LEASE,
     TIMEOUT,
+    delete_pods,
     describe,
     gated,
     name_of,
@@ -40,6 +41,7 @@ from tests.support.gang_pods import (
     running,
     torch_job,
     wait_event,
+    wait_pods,
 )
 from tests.support.kube import Kube, admitted
 from tests.support.polling import stays, wait_for
@@ -85,18 +87,6 @@ def assert_released_onto_plan(pod: Obj) -> str:
 
 def job_pods(pods: list[Obj], job: str) -> list[Obj]:
     return [p for p in pods if (p["metadata"].get("labels") or {}).get(JOB_NAME) == job]
-
-
-def wait_pods(kube: Kube, ns: str, check: Callable[[list[Obj]], bool], what: str, selector: str = "") -> list[Obj]:
-    seen: list[Obj] = []
-
-    def done() -> bool:
-        nonlocal seen
-        seen = kube.pods(ns, selector)
-        return check(seen)
-
-    wait_for(done, TIMEOUT, lambda: f"{what}; pods: {describe(seen)}")
-    return seen
 
 
 def all_running(count: int) -> Callable[[list[Obj]], bool]:
@@ -174,18 +164,7 @@ def ns(kube: Kube) -> Iterator[str]:
     for group, version, plural in ROOTS:
         for obj in kube.custom.list_namespaced_custom_object(group, version, name, plural)["items"]:
             kube.custom.delete_namespaced_custom_object(group, version, name, plural, obj["metadata"]["name"])
-
-    def gone() -> bool:
-        pods = kube.pods(name)
-        for pod in pods:
-            try:
-                kube.core.delete_namespaced_pod(name_of(pod), name, grace_period_seconds=0)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-        return not pods
-
-    wait_for(gone, TIMEOUT, f"the pods of {name} to be gone")
+    delete_pods(kube, name)
 
 
 # --- 1. Spark: 10 executors ---------------------------------------------------------------------------------------

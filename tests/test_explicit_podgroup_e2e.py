@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import jsonpatch
 import pytest
 import yaml
 from kubernetes import client
+from kubernetes import config as kube_config
 from kubernetes.client import ApiException
 
 from cluster.local import LocalCluster, NodeSpec
@@ -39,10 +40,10 @@ from tests.support.contract import (
     UNRESOLVED,
 )
 from tests.support.deploy import KUBECTL, ROOT, render, webhook_configurations
-from tests.support.gang_pods import TIMEOUT, describe, gated, name_of, running
+from tests.support.gang_pods import delete_pods, gated, name_of, running, wait_pods
 from tests.support.kube import WEBHOOK_IDENTITY, Kube, pods_resource
 from tests.support.opt_in import make_pod
-from tests.support.polling import stays, wait_for
+from tests.support.polling import stays
 from tests.support.webhook import pod_request
 
 pytestmark = pytest.mark.e2e
@@ -144,8 +145,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 def kube(cluster: LocalCluster, workdir: Path, tls: Any) -> Iterator[Kube]:
     """The admin client; the webhook behind the shipped webhook configurations (reached by URL); the PodGroup CRD of
     deploy/base created through the API; a gate controller as its service account."""
-    from kubernetes import config as kube_config
-
     api = Kube(kube_config.new_client_from_config(cluster.kubeconfig))
     hook = LocalWebhook(workdir, tls, cluster.add_user(WEBHOOK_IDENTITY), {})
     controller = None
@@ -179,18 +178,7 @@ def ns(kube: Kube) -> Iterator[str]:
     """A fresh namespace; afterwards its pods are deleted, so that the next test starts on empty nodes."""
     name = kube.namespace()
     yield name
-
-    def gone() -> bool:
-        pods = kube.pods(name)
-        for pod in pods:
-            try:
-                kube.core.delete_namespaced_pod(name_of(pod), name, grace_period_seconds=0)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-        return not pods
-
-    wait_for(gone, TIMEOUT, f"the pods of {name} to be gone")
+    delete_pods(kube, name)
 
 
 def create_group(kube: Kube, ns: str, name: str, min_member: int) -> Obj:
@@ -206,18 +194,6 @@ def bare_pod(name: str, group: str | None, cpu: str = "1", **extra_labels: str) 
 def create_pod(kube: Kube, ns: str, pod: Obj) -> Obj:
     created = kube.core.create_namespaced_pod(ns, pod)
     return kube.api_client.sanitize_for_serialization(created)
-
-
-def wait_pods(kube: Kube, ns: str, check: Callable[[list[Obj]], bool], what: str, selector: str = "") -> list[Obj]:
-    seen: list[Obj] = []
-
-    def done() -> bool:
-        nonlocal seen
-        seen = kube.pods(ns, selector)
-        return check(seen)
-
-    wait_for(done, TIMEOUT, lambda: f"{what}; pods: {describe(seen)}")
-    return seen
 
 
 def test_a_podgroup_of_three_bare_pods_starts_whole_when_all_three_exist_and_fit(kube: Kube, ns: str) -> None:

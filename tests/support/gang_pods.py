@@ -1,9 +1,12 @@
 """Gang members on the local cluster as the tests see them: their state (gated, planned, running), the events
-about them, and a PyTorchJob to make them."""
+about them, a PyTorchJob to make them, waiting for them and deleting them."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+
+from kubernetes.client import ApiException
 
 from tests.support.contract import GATE, PLANNED_NODE
 from tests.support.kube import Kube
@@ -73,3 +76,32 @@ def wait_event(kube: Kube, ns: str, kind: str, name: str, reason: str) -> list[s
 def describe(pods: list[Obj]) -> list[tuple[str, str, str | None, bool]]:
     return [(name_of(p), (p.get("status") or {}).get("phase", "Pending"), p["spec"].get("nodeName"), gated(p))
             for p in pods]
+
+
+def wait_pods(kube: Kube, ns: str, check: Callable[[list[Obj]], bool], what: str, selector: str = "") -> list[Obj]:
+    """The pods of ``ns`` (matching ``selector``) once ``check`` holds for them; fails with what it last saw."""
+    seen: list[Obj] = []
+
+    def done() -> bool:
+        nonlocal seen
+        seen = kube.pods(ns, selector)
+        return check(seen)
+
+    wait_for(done, TIMEOUT, lambda: f"{what}; pods: {describe(seen)}")
+    return seen
+
+
+def delete_pods(kube: Kube, ns: str) -> None:
+    """Delete every pod of ``ns`` at once and wait until they are gone (a test's nodes empty for the next one)."""
+
+    def gone() -> bool:
+        pods = kube.pods(ns)
+        for pod in pods:
+            try:
+                kube.core.delete_namespaced_pod(name_of(pod), ns, grace_period_seconds=0)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+        return not pods
+
+    wait_for(gone, TIMEOUT, f"the pods of {ns} to be gone")
