@@ -16,16 +16,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from cluster import deletion
+from cluster import deletion, events, tables
 from cluster.admission import Request, User, WebhookAdmission, validate_webhook_configuration
 from cluster.audit import AuditLog, request_info
-from cluster.defaults import apply_defaults, label_namespace_name
+from cluster.defaults import apply_defaults, label_namespace_name, scheduling_gated_condition
 from cluster.patches import PatchError, apply_patch
 from cluster.rbac import review_errors, review_status, stored_policy
 from cluster.resources import Registry, Resource, from_crd
 from cluster.selectors import SelectorError, parse_field_selector, parse_label_selector
 from cluster.store import ApiError, Event, Obj, Store, now
 from cluster.validation.binding import validate_binding
+from cluster.validation.crd import validate_crd
 from cluster.validation.decode import decode_errors
 from cluster.validation.errors import invalid_message
 from cluster.validation.meta import validate_object_meta
@@ -67,8 +68,11 @@ class ApiServer:
         self.authorizer: Any = None  # cluster.rbac.StoreAuthorizer once RBAC is enforced for some users
 
     def _admit(self, req: Request) -> tuple[Obj | None, list[str]]:
-        """Mutating webhooks, built-in validation, validating webhooks: the apiserver's order."""
+        """Mutating webhooks, the strategy's PrepareForCreate and built-in validation, validating webhooks: the
+        apiserver's order."""
         obj, warnings = self.admission.mutate(req)
+        if obj is not None and req.operation == "CREATE" and not req.subresource:
+            _prepare_for_create(req.resource, obj)
         if obj is not None and req.operation in ("CREATE", "UPDATE") and req.subresource not in ("status", "binding"):
             self._validate(req.resource, obj, req.old)
         warnings += self.admission.validate(Request(req.operation, req.resource, req.subresource, req.namespace,
@@ -192,6 +196,26 @@ class ApiServer:
 
     # --- verbs -------------------------------------------------------------------------
 
+    # --- views: events.k8s.io Events are stored as the core/v1 Events they are ------------------------------------
+
+    def _stored(self, resource: Resource) -> Resource:
+        """The resource whose stored objects ``resource`` serves (itself, but for events.k8s.io Events)."""
+        if events.is_events_v1(resource.group, resource.kind):
+            core = self.registry.get("", "v1", "events")
+            assert core is not None
+            return core
+        return resource
+
+    @staticmethod
+    def _out(resource: Resource, obj: Obj) -> Obj:
+        """A stored object as ``resource`` serves it."""
+        return events.to_events_v1(obj) if events.is_events_v1(resource.group, resource.kind) else obj
+
+    @staticmethod
+    def _in(resource: Resource, obj: Any) -> Any:
+        """An object written through ``resource`` as it is stored."""
+        return events.to_core(obj) if events.is_events_v1(resource.group, resource.kind) else obj
+
     def _dispatch(self, method: str, target: Target, query: dict[str, str], headers: dict[str, str], body: bytes,
                   user: User) -> Response:
         resource = target.resource
@@ -207,12 +231,18 @@ class ApiServer:
             if method == "POST" and not target.name:
                 return self._review(_json(body))
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        table = tables.negotiate(headers.get("accept", "")) if method == "GET" else None
+        include = tables.include_object(query) if table else ""
         if method == "GET" and not target.name:
             if query.get("watch") in ("true", "1"):
-                return self._watch(target, query)
-            return self._list(target, query)
+                return self._watch(target, query, table, include)
+            return self._list(target, query, table, include)
         if method == "GET":
-            return Response(200, self.store.get(resource, target.namespace, target.name))
+            obj = self._out(resource, self.store.get(self._stored(resource), target.namespace, target.name))
+            if table:
+                return Response(200, self._table(resource, [obj], obj["metadata"].get("resourceVersion", ""), table,
+                                                 include))
+            return Response(200, obj)
         if method == "POST" and target.subresource == "binding":
             return self._bind(target, _json(body), user)
         if method == "POST" and not target.name:
@@ -234,21 +264,40 @@ class ApiServer:
         raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 
     def _selectors(self, resource: Resource, query: dict[str, str]) -> Callable[[Obj], bool]:
+        """Label and field selectors over the stored objects (for Events: over their core/v1 field set)."""
+        is_event = resource.kind == "Event" and resource.group in ("", events.EVENTS_GROUP)
+        v1_event = events.is_events_v1(resource.group, resource.kind)
+        supported = tuple(events.FIELD_LABELS) if v1_event else events.CORE_FIELD_LABELS if is_event \
+            else resource.field_selectors
         try:
             labels = parse_label_selector(query.get("labelSelector", ""))
-            fields = parse_field_selector(query.get("fieldSelector", ""), resource.field_selectors)
+            fields = parse_field_selector(query.get("fieldSelector", ""), supported)
         except SelectorError as exc:
             raise ApiError(400, "BadRequest", str(exc)) from None
+        if v1_event:
+            fields = events.core_selector(fields)
+        if is_event:
+            return lambda obj: labels.matches((obj.get("metadata") or {}).get("labels") or {}) and fields.matches(
+                events.selectable(obj))
         return lambda obj: labels.matches((obj.get("metadata") or {}).get("labels") or {}) and fields.matches(obj)
 
-    def _list(self, target: Target, query: dict[str, str]) -> Response:
+    def _table(self, resource: Resource, items: list[Obj], resource_version: str, version: str, include: str,
+               headers: bool = True) -> Obj:
+        return tables.table(resource, items, resource_version, version, include, headers=headers,
+                            printed=lambda obj: self._in(resource, obj))
+
+    def _list(self, target: Target, query: dict[str, str], table: str | None = None, include: str = "") -> Response:
         resource = target.resource
-        items, rv = self.store.list(resource, target.namespace, self._selectors(resource, query))
+        stored, rv = self.store.list(self._stored(resource), target.namespace, self._selectors(resource, query))
+        items = [self._out(resource, obj) for obj in stored]
+        if table:
+            return Response(200, self._table(resource, items, str(rv), table, include))
         return Response(200, {"kind": f"{resource.kind}List", "apiVersion": resource.api_version,
                               "metadata": {"resourceVersion": str(rv)}, "items": items})
 
-    def _watch(self, target: Target, query: dict[str, str]) -> Response:
+    def _watch(self, target: Target, query: dict[str, str], table: str | None = None, include: str = "") -> Response:
         resource = target.resource
+        stored_resource = self._stored(resource)
         match = self._selectors(resource, query)
         timeout = float(query.get("timeoutSeconds") or 1800)
         bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
@@ -259,7 +308,7 @@ class ApiServer:
                                            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")
         initial: list[Obj] = []
         if send_initial == "true" or (send_initial is None and since_text in ("", "0")):
-            initial, since = self.store.list(resource, target.namespace, match)
+            initial, since = self.store.list(stored_resource, target.namespace, match)
         elif since_text in ("", "0"):
             since = self.store.resource_version
         else:
@@ -268,22 +317,31 @@ class ApiServer:
             except ValueError:
                 raise ApiError(400, "BadRequest", f"invalid resource version: {since_text}") from None
         deadline = time.monotonic() + timeout
-        events = self.store.watch(resource, target.namespace, since, deadline, match,
-                                  bookmark_every=1.0 if bookmarks else None)
+        changes = self.store.watch(stored_resource, target.namespace, since, deadline, match,
+                                   bookmark_every=1.0 if bookmarks else None)
+        first = [True]
+
+        def shown(obj: Obj) -> Obj:
+            """The object as served; as a Table when asked, the column definitions in the first event only."""
+            obj = self._out(resource, obj)
+            if not table:
+                return obj
+            headers, first[0] = first[0], False
+            return self._table(resource, [obj], obj["metadata"].get("resourceVersion", ""), table, include, headers)
 
         def stream() -> Iterator[Obj]:
             # Lazy, so the 200 and headers go out before the first event; a too old resourceVersion
             # (410 Expired) arrives as an ERROR event in the stream, as from the apiserver's watch cache.
             for obj in initial:
-                yield {"type": "ADDED", "object": obj}
+                yield {"type": "ADDED", "object": shown(obj)}
             if send_initial == "true":
                 yield {"type": "BOOKMARK", "object": {"kind": resource.kind, "apiVersion": resource.api_version,
                                                       "metadata": {"resourceVersion": str(since), "annotations": {
                                                           "k8s.io/initial-events-end": "true"}}}}
             try:
-                for event in events:
+                for event in changes:
                     if isinstance(event, Event):
-                        yield {"type": event.type, "object": event.obj}
+                        yield {"type": event.type, "object": shown(event.obj)}
                     elif bookmarks:
                         yield {"type": "BOOKMARK", "object": {"kind": resource.kind,
                                                               "apiVersion": resource.api_version,
@@ -313,6 +371,11 @@ class ApiServer:
         else:
             errors = validate_object_meta(obj, resource.namespaced,
                                           dns_label_name=resource.kind == "Namespace")
+        if resource.kind == "Event" and resource.group in ("", events.EVENTS_GROUP):
+            errors += events.validate(self._in(resource, obj), self._in(resource, old) if old else None,
+                                      strict=bool(resource.group))
+        if resource.group == "apiextensions.k8s.io" and resource.kind == "CustomResourceDefinition":
+            errors += validate_crd(obj)
         if resource.group == "admissionregistration.k8s.io" and resource.kind.endswith("WebhookConfiguration"):
             errors += validate_webhook_configuration(obj)
         if errors:
@@ -342,10 +405,10 @@ class ApiServer:
         obj = admitted
         if dry_run:
             return Response(201, obj, warnings=warnings)
-        created = self.store.create(resource, obj, target.namespace)
+        created = self.store.create(self._stored(resource), self._in(resource, obj), target.namespace)
         if resource.kind == "CustomResourceDefinition":
             self._establish(created)
-        return Response(201, created, warnings=warnings)
+        return Response(201, self._out(resource, created), warnings=warnings)
 
     def _review(self, review: Any) -> Response:
         """SubjectAccessReview (``pkg/registry/authorization/subjectaccessreview``): validated, evaluated by the
@@ -363,9 +426,15 @@ class ApiServer:
                               "metadata": {"creationTimestamp": None}, "spec": spec,
                               "status": review_status(stored_policy(self.store, self.registry), spec)})
 
-    def _establish(self, crd: Obj) -> None:
+    def _serve(self, crd: Obj) -> None:
+        """Serve what the CRD says now: its served versions, each with its subresources and printer columns."""
+        spec = crd.get("spec") or {}
+        self.registry.remove_group_plural(spec.get("group", ""), (spec.get("names") or {}).get("plural", ""))
         for served in from_crd(crd):
             self.registry.add(served)
+
+    def _establish(self, crd: Obj) -> None:
+        self._serve(crd)
         crd["status"] = {"conditions": [
             {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "lastTransitionTime": now()},
             {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
@@ -377,8 +446,9 @@ class ApiServer:
     def _update(self, target: Target, change: Callable[[Obj], Obj], user: User, dry_run: bool,
                 put: bool) -> Response:
         resource = target.resource
+        stored = self._stored(resource)
         for _ in range(10):  # PATCH retries on a concurrent write, as the apiserver's GuaranteedUpdate does
-            current = self.store.get(resource, target.namespace, target.name)
+            current = self._out(resource, self.store.get(stored, target.namespace, target.name))
             new = change(current)
             if not isinstance(new, dict):
                 raise ApiError(400, "BadRequest", "the body of the request is not a JSON object")
@@ -399,18 +469,23 @@ class ApiServer:
             if dry_run:
                 return Response(200, new, warnings=warnings)
             try:
-                return Response(200, self.store.update(resource, new, target.namespace, target.subresource),
-                                warnings=warnings)
+                updated = self.store.update(stored, self._in(resource, new), target.namespace, target.subresource)
             except ApiError as exc:
                 if put or pinned or exc.code != 409:
                     raise
+                continue
+            if resource.kind == "CustomResourceDefinition" and resource.group == "apiextensions.k8s.io" \
+                    and not target.subresource and not updated["metadata"].get("deletionTimestamp"):
+                self._serve(updated)  # versions, subresources and printer columns as the CRD says now
+            return Response(200, self._out(resource, updated), warnings=warnings)
         raise ApiError(409, "Conflict", "too many concurrent updates")
 
     def _delete(self, target: Target, options: Obj, user: User, dry_run: bool) -> Response:
         """DELETE (``cluster/deletion.py``): admission, preconditions, graceful deletion of pods, the garbage
         collector's finalizers; the object is returned while it still exists (marked), else a Status."""
         resource = target.resource
-        current = self.store.get(resource, target.namespace, target.name)
+        stored = self._stored(resource)
+        current = self._out(resource, self.store.get(stored, target.namespace, target.name))
         _, warnings = self._admit(Request("DELETE", resource, "", target.namespace, target.name, None, current,
                                           user, dry_run))
         warnings = warnings + deletion.warnings_for(resource, options)
@@ -422,10 +497,11 @@ class ApiServer:
             grace = options.get("gracePeriodSeconds") if current["metadata"].get("deletionTimestamp") \
                 else deletion.pod_grace_seconds(current, options)
         cascading = resource.kind != "Namespace" or resource.group  # namespaces have their own deletion
-        deleted = self.store.delete(resource, target.namespace, target.name, grace=grace,
-                                    uid=preconditions.get("uid"), resource_version=preconditions.get("resourceVersion"),
-                                    finalizers=deletion.gc_finalizers(resource, options) if cascading else None)
-        if self.store.exists(resource, target.namespace, target.name, deleted["metadata"]["uid"]):
+        deleted = self._out(resource, self.store.delete(
+            stored, target.namespace, target.name, grace=grace, uid=preconditions.get("uid"),
+            resource_version=preconditions.get("resourceVersion"),
+            finalizers=deletion.gc_finalizers(resource, options) if cascading else None))
+        if self.store.exists(stored, target.namespace, target.name, deleted["metadata"]["uid"]):
             return Response(200, deleted, warnings=warnings)  # marked: grace period or finalizers pending
         if resource.kind == "CustomResourceDefinition":
             self.registry.remove_group_plural(deleted["spec"]["group"], deleted["spec"]["names"]["plural"])
@@ -458,6 +534,16 @@ class ApiServer:
                           target.namespace, subresource="status")
         return Response(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                               "code": 201}, warnings=warnings)
+
+
+def _prepare_for_create(resource: Resource, obj: Obj) -> None:
+    """The strategies' PrepareForCreate, after the mutating webhooks: a gated pod's PodScheduled=False condition
+    (``applySchedulingGatedCondition``); a custom resource with a status subresource loses the status it was
+    created with (``customResourceStrategy``: create cannot set status)."""
+    if resource.kind == "Pod" and not resource.group:
+        scheduling_gated_condition(obj)
+    elif not resource.builtin and "status" in resource.subresources:
+        obj.pop("status", None)
 
 
 def _json(body: bytes) -> Any:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from cluster.store import now
+
 Obj = dict[str, Any]
 
 
@@ -77,6 +79,27 @@ def label_namespace_name(obj: Obj) -> None:
         given = meta.get("labels")
         labels: Obj = given if isinstance(given, dict) else {}
         meta["labels"] = {**labels, NAMESPACE_NAME_LABEL: meta["name"]}
+
+
+SCHEDULING_GATED = "SchedulingGated"
+
+
+def scheduling_gated_condition(pod: Obj) -> None:
+    """``applySchedulingGatedCondition`` (the pod strategy's PrepareForCreate, after the mutating admission
+    webhooks): a pod created with scheduling gates and no PodScheduled condition gets PodScheduled=False with reason
+    SchedulingGated, so that ``kubectl get pods`` shows STATUS SchedulingGated. (The real PrepareForCreate first
+    resets the whole status; the emulator keeps what the client sent.)"""
+    spec, status = pod.get("spec"), pod.get("status")
+    if not isinstance(spec, dict) or not spec.get("schedulingGates") or not isinstance(status, dict):
+        return
+    conditions = status.get("conditions")
+    if not isinstance(conditions, list):
+        conditions = []
+    if any(isinstance(c, dict) and c.get("type") == "PodScheduled" for c in conditions):
+        return
+    status["conditions"] = [*conditions, {"type": "PodScheduled", "status": "False", "lastProbeTime": None,
+                                          "lastTransitionTime": now(), "reason": SCHEDULING_GATED,
+                                          "message": "Scheduling is blocked due to non-empty scheduling gates"}]
 
 
 def apply_defaults(kind: str, group: str, obj: Obj) -> None:

@@ -49,7 +49,11 @@ class GarbageCollector(Loop):
     def reconcile(self) -> None:
         served = self.api.registry.all()
         self._kinds = {(r.api_version, r.kind): r for r in served}
-        items: list[Item] = [(r, o) for r in served if r.stored for o in self.store.items(r)]
+        stored: dict[tuple[str, str], Resource] = {}  # one per stored kind: a CRD's versions share their objects
+        for resource in served:
+            if resource.stored:
+                stored.setdefault((resource.group, resource.plural), resource)
+        items: list[Item] = [(r, o) for r in stored.values() for o in self.store.items(r)]
         by_uid = {o["metadata"]["uid"]: (r, o) for r, o in items}
         dependents: dict[str, list[Item]] = defaultdict(list)
         for resource, obj in items:

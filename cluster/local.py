@@ -26,6 +26,10 @@ from cluster.resources import Registry
 from cluster.store import ApiError, Store
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+#: What each node's kubelet reports about itself (``kubectl get nodes`` shows the VERSION, ``-o wide`` the rest).
+NODE_INFO = {"kubeletVersion": "v1.31.0", "kubeProxyVersion": "", "operatingSystem": "linux",
+             "architecture": "amd64", "osImage": "KubeNexus emulated node", "kernelVersion": "emulated",
+             "containerRuntimeVersion": "emulated://1.0", "machineID": "", "systemUUID": "", "bootID": ""}
 ADMIN = User("kubernetes-admin", ("system:masters", "system:authenticated"))
 
 
@@ -48,7 +52,8 @@ class NodeSpec:
             "metadata": {"name": self.name, "labels": labels},
             "spec": {"unschedulable": self.unschedulable, "taints": list(self.taints)},
             "status": {"capacity": capacity, "allocatable": dict(capacity),
-                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]},
+                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+                       "nodeInfo": dict(NODE_INFO)},
         }
 
 

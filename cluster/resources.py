@@ -8,6 +8,18 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class PrinterColumn:
+    """One of a CRD version's ``additionalPrinterColumns`` (``cluster.tables`` prints it)."""
+
+    name: str
+    type: str
+    json_path: str
+    format: str = ""
+    priority: int = 0
+    description: str = ""
+
+
+@dataclass(frozen=True)
 class Resource:
     group: str
     version: str
@@ -19,6 +31,7 @@ class Resource:
     builtin: bool = True
     field_selectors: tuple[str, ...] = field(default=("metadata.name", "metadata.namespace"))
     stored: bool = True  # False: a review, created (answered) and never stored, like SubjectAccessReview
+    columns: tuple[PrinterColumn, ...] = ()  # a custom resource's additionalPrinterColumns (this version's)
 
     @property
     def api_version(self) -> str:
@@ -45,7 +58,11 @@ BUILTIN = (
     Resource("", "v1", "ConfigMap", "configmaps", short_names=("cm",)),
     Resource("", "v1", "Service", "services", short_names=("svc",), subresources=("status",)),
     Resource("", "v1", "ServiceAccount", "serviceaccounts", short_names=("sa",)),
-    Resource("events.k8s.io", "v1", "Event", "events", short_names=("ev",)),
+    # The same objects as core/v1 Events, another view of them (cluster/events.py): stored once, as core/v1.
+    Resource("events.k8s.io", "v1", "Event", "events", short_names=("ev",),
+             field_selectors=("metadata.name", "metadata.namespace", "regarding.kind", "regarding.namespace",
+                              "regarding.name", "regarding.uid", "regarding.apiVersion", "regarding.resourceVersion",
+                              "regarding.fieldPath", "reportingController", "source", "reason", "type")),
     Resource("coordination.k8s.io", "v1", "Lease", "leases"),
     Resource("batch", "v1", "Job", "jobs", subresources=("status",)),
     Resource("apps", "v1", "StatefulSet", "statefulsets", short_names=("sts",), subresources=("status",)),
@@ -72,16 +89,24 @@ BUILTIN = (
 )
 
 
+def _columns(version: dict[str, Any]) -> tuple[PrinterColumn, ...]:
+    return tuple(PrinterColumn(name=str(c.get("name", "")), type=str(c.get("type", "string")),
+                               json_path=str(c.get("jsonPath", "")), format=str(c.get("format") or ""),
+                               priority=int(c.get("priority") or 0), description=str(c.get("description") or ""))
+                 for c in version.get("additionalPrinterColumns") or [] if isinstance(c, dict))
+
+
 def from_crd(crd: dict[str, Any]) -> list[Resource]:
-    """The resources a CustomResourceDefinition serves (one per served version)."""
+    """The resources a CustomResourceDefinition serves: one per served version, each with that version's
+    subresources and additionalPrinterColumns (apiextensions.k8s.io/v1 sets them per version)."""
     spec = crd.get("spec") or {}
     names = spec.get("names") or {}
-    subresources = tuple(sorted(((spec.get("versions") or [{}])[0].get("subresources") or {}).keys()))
     return [
         Resource(
             group=spec["group"], version=v["name"], kind=names["kind"], plural=names["plural"],
             namespaced=spec.get("scope", "Namespaced") == "Namespaced",
-            short_names=tuple(names.get("shortNames") or ()), subresources=subresources, builtin=False,
+            short_names=tuple(names.get("shortNames") or ()),
+            subresources=tuple(sorted((v.get("subresources") or {}).keys())), builtin=False, columns=_columns(v),
         )
         for v in spec.get("versions") or [] if v.get("served", True)
     ]

@@ -223,7 +223,15 @@ class Store:
 
     @staticmethod
     def _merge_update(resource: Resource, current: Obj, new: Obj, subresource: str) -> Obj:
-        """Keep what clients cannot change: identity, timestamps; status vs spec by subresource."""
+        """Keep what clients cannot change: identity, timestamps; status vs spec by subresource.
+
+        With a ``status`` subresource, a write of the main resource keeps the stored status and a write of
+        ``/status`` keeps everything but the status (a request without one removes it: the custom resource
+        ``statusStrategy``). ``metadata.generation`` counts changes of anything but metadata and status; for a
+        custom resource without a status subresource, of anything but metadata (``customResourceStrategy``:
+        ``copyNonMetadata``). A write that changes nothing is not stored (``update`` returns the stored object,
+        resourceVersion unchanged), as etcd3's ``GuaranteedUpdate`` skips identical bytes.
+        """
         new["apiVersion"], new["kind"] = current["apiVersion"], current["kind"]
         meta, old_meta = new.setdefault("metadata", {}), current["metadata"]
         for server_set in ("uid", "creationTimestamp", "namespace", "name", "generation", "resourceVersion",
@@ -234,14 +242,20 @@ class Store:
                 meta.pop(server_set, None)
         if "status" in resource.subresources:
             if subresource == "status":
-                new = {**copy.deepcopy(current), "status": new.get("status", {}),
-                       "metadata": {**copy.deepcopy(old_meta)}}
+                status = new.get("status", {}) if resource.builtin or "status" in new else None
+                new = {**copy.deepcopy(current), "metadata": {**copy.deepcopy(old_meta)}}
+                if status is None:
+                    new.pop("status", None)
+                else:
+                    new["status"] = status
             elif "status" in current:
                 new["status"] = copy.deepcopy(current["status"])
             else:
                 new.pop("status", None)
-        if subresource != "status" and {k: v for k, v in new.items() if k not in ("metadata", "status")} != \
-                {k: v for k, v in current.items() if k not in ("metadata", "status")}:
+        generational = ("metadata",) if not resource.builtin and "status" not in resource.subresources \
+            else ("metadata", "status")
+        if subresource != "status" and {k: v for k, v in new.items() if k not in generational} != \
+                {k: v for k, v in current.items() if k not in generational}:
             new["metadata"]["generation"] = old_meta.get("generation", 1) + 1
         return new
 

