@@ -146,12 +146,17 @@ def human_duration(seconds: float) -> str:
     return f"{hours // 24 // 365}y"
 
 
+def clock() -> datetime.datetime:
+    """Now, as ages are computed (tests set it)."""
+    return datetime.datetime.now(datetime.UTC)
+
+
 def since(text: Any) -> str:
     """``translateTimestampSince``: the age of a timestamp, ``<unknown>`` when there is none."""
     moment = parse_time(text)
     if moment is None:
         return "<unknown>"
-    return human_duration((datetime.datetime.now(datetime.UTC) - moment).total_seconds())
+    return human_duration((clock() - moment).total_seconds())
 
 
 # --- JSONPath (the subset additionalPrinterColumns use) --------------------------------------------------------

@@ -22,8 +22,17 @@ KUBECTL_ACCEPT = ("application/json;as=Table;v=v1;g=meta.k8s.io,application/json
                   "application/json")
 
 
+NOW = datetime.datetime(2026, 11, 25, 12, 0, 0, 250000, tzinfo=datetime.UTC)
+
+
+@pytest.fixture(autouse=True)
+def frozen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ages are computed at NOW (a quarter second past a whole second: ages never straddle one)."""
+    monkeypatch.setattr(tables, "clock", lambda: NOW)
+
+
 def ago(seconds: float) -> str:
-    moment = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=seconds)
+    moment = NOW - datetime.timedelta(seconds=seconds)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -226,7 +235,7 @@ def test_events() -> None:
     series = {"metadata": {"name": "e.2"}, "type": "Normal", "reason": "GangWaiting",
               "involvedObject": {"kind": "PodGroup", "name": "g"}, "message": "2/3 present",
               "eventTime": f"{ago(900)[:-1]}.123456Z", "reportingComponent": "kubenexus.io/controller",
-              "reportingInstance": "c-1", "series": {"count": 4, "lastObservedTime": f"{ago(30)[:-1]}.5Z"}}
+              "reportingInstance": "c-1", "series": {"count": 4, "lastObservedTime": f"{ago(30)[:-1]}.100000Z"}}
     assert tables.print_event(series)[0] == ["30s", "Normal", "GangWaiting", "podgroup/g", "",
                                              "kubenexus.io/controller, c-1", "2/3 present", "15m", 4, "e.2"]
     singleton = {**series, "series": None}
