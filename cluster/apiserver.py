@@ -8,6 +8,7 @@ mutating admission, validation, validating admission, persistence.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import time
@@ -25,6 +26,7 @@ from cluster.rbac import review_errors, review_status, stored_policy
 from cluster.resources import Registry, Resource, from_crd
 from cluster.selectors import SelectorError, parse_field_selector, parse_label_selector
 from cluster.store import ApiError, Event, Obj, Store, now
+from cluster.validation import schema
 from cluster.validation.binding import validate_binding
 from cluster.validation.crd import validate_crd
 from cluster.validation.decode import decode_errors
@@ -37,6 +39,8 @@ KUBERNETES_VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.0-kubene
                       "gitCommit": "emulator", "gitTreeState": "clean", "buildDate": "2026-11-22T00:00:00Z",
                       "goVersion": "go1.23", "compiler": "gc", "platform": "linux/amd64"}
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+#: The finalizer a CRD's deletion adds; cluster/crd_finalizer.py deletes its objects, then removes it.
+CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 
 
 @dataclass
@@ -73,8 +77,12 @@ class ApiServer:
         obj, warnings = self.admission.mutate(req)
         if obj is not None and req.operation == "CREATE" and not req.subresource:
             _prepare_for_create(req.resource, obj)
-        if obj is not None and req.operation in ("CREATE", "UPDATE") and req.subresource not in ("status", "binding"):
-            self._validate(req.resource, obj, req.old)
+        custom = not req.resource.builtin and req.resource.schema is not None
+        if obj is not None and custom and req.operation in ("CREATE", "UPDATE"):
+            obj = schema.prune(obj, req.resource.schema)  # unknown fields and disallowed nulls are dropped
+        if obj is not None and req.operation in ("CREATE", "UPDATE") and (
+                req.subresource not in ("status", "binding") or (custom and req.subresource == "status")):
+            self._validate(req.resource, obj, req.old, req.subresource)
         warnings += self.admission.validate(Request(req.operation, req.resource, req.subresource, req.namespace,
                                                     req.name, obj, req.old, req.user, req.dry_run))
         return obj, warnings
@@ -361,16 +369,23 @@ class ApiServer:
             raise ApiError(403, "Forbidden", f"unable to create new content in namespace {target.namespace} "
                                              "because it is being terminated")
 
-    def _validate(self, resource: Resource, obj: Obj, old: Obj | None) -> None:
+    def _validate(self, resource: Resource, obj: Obj, old: Obj | None, subresource: str = "") -> None:
         is_pod = resource.kind == "Pod" and not resource.group
         name = (obj.get("metadata") or {}).get("name") or (obj.get("metadata") or {}).get("generateName", "")
         if is_pod and (undecodable := decode_errors(obj)):
             raise ApiError(400, "BadRequest", "; ".join(undecodable))
         if is_pod:
             errors = validate_pod_create(obj) if old is None else validate_pod_update(old, obj)
+        elif subresource == "status":
+            errors = []  # the metadata is the stored one's
         else:
             errors = validate_object_meta(obj, resource.namespaced,
                                           dns_label_name=resource.kind == "Namespace")
+        if not resource.builtin and resource.schema is not None:
+            # The object as it will be stored (the strategy's PrepareForUpdate): its status kept, or only its status
+            # taken, per the status subresource.
+            prepared = obj if old is None else Store.prepared(resource, old, copy.deepcopy(obj), subresource)
+            errors += schema.validate(prepared, resource.schema)
         if resource.kind == "Event" and resource.group in ("", events.EVENTS_GROUP):
             errors += events.validate(self._in(resource, obj), self._in(resource, old) if old else None,
                                       strict=bool(resource.group))
@@ -398,6 +413,10 @@ class ApiServer:
         obj["apiVersion"], obj["kind"] = resource.api_version, resource.kind
         if resource.namespaced:
             meta["namespace"] = target.namespace
+        if not resource.builtin and ((self._defining_crd(resource) or {}).get("metadata") or {}).get(
+                "deletionTimestamp"):
+            raise ApiError(405, "MethodNotAllowed", "create not allowed while custom resource definition is "
+                                                    "terminating")
         apply_defaults(resource.kind, resource.group, obj)
         admitted, warnings = self._admit(Request("CREATE", resource, "", target.namespace, meta.get("name", ""), obj,
                                                  None, user, dry_run))
@@ -429,9 +448,8 @@ class ApiServer:
     def _serve(self, crd: Obj) -> None:
         """Serve what the CRD says now: its served versions, each with its subresources and printer columns."""
         spec = crd.get("spec") or {}
-        self.registry.remove_group_plural(spec.get("group", ""), (spec.get("names") or {}).get("plural", ""))
-        for served in from_crd(crd):
-            self.registry.add(served)
+        self.registry.replace_group_plural(spec.get("group", ""), (spec.get("names") or {}).get("plural", ""),
+                                           from_crd(crd))
 
     def _establish(self, crd: Obj) -> None:
         self._serve(crd)
@@ -497,13 +515,23 @@ class ApiServer:
             grace = options.get("gracePeriodSeconds") if current["metadata"].get("deletionTimestamp") \
                 else deletion.pod_grace_seconds(current, options)
         cascading = resource.kind != "Namespace" or resource.group  # namespaces have their own deletion
+        finalizers = deletion.gc_finalizers(resource, options) if cascading else None
+        is_crd = (resource.group, resource.kind) == ("apiextensions.k8s.io", "CustomResourceDefinition")
+        if is_crd and finalizers is not None:
+            gc_finalizers = finalizers
+
+            def finalizers(obj: Obj) -> list[str]:  # REST.Delete: the cleanup finalizer first of all
+                wanted = gc_finalizers(obj)
+                return wanted if CRD_CLEANUP_FINALIZER in wanted else [CRD_CLEANUP_FINALIZER, *wanted]
+
         deleted = self._out(resource, self.store.delete(
             stored, target.namespace, target.name, grace=grace, uid=preconditions.get("uid"),
-            resource_version=preconditions.get("resourceVersion"),
-            finalizers=deletion.gc_finalizers(resource, options) if cascading else None))
+            resource_version=preconditions.get("resourceVersion"), finalizers=finalizers))
         if self.store.exists(stored, target.namespace, target.name, deleted["metadata"]["uid"]):
+            if is_crd and not current["metadata"].get("deletionTimestamp"):
+                deleted = self._terminating(deleted)
             return Response(200, deleted, warnings=warnings)  # marked: grace period or finalizers pending
-        if resource.kind == "CustomResourceDefinition":
+        if is_crd:
             self.registry.remove_group_plural(deleted["spec"]["group"], deleted["spec"]["names"]["plural"])
         if resource.group or resource.kind not in ("Pod", "Namespace", "Service"):  # no ReturnDeletedObject
             details = {"name": target.name, "group": resource.group, "kind": resource.plural,
@@ -511,6 +539,25 @@ class ApiServer:
             deleted = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                        "details": {k: v for k, v in details.items() if v}}  # omitempty
         return Response(200, deleted, warnings=warnings)
+
+    def _terminating(self, crd: Obj) -> Obj:
+        """The Terminating condition of a CRD whose deletion began (``InstanceDeletionPending``)."""
+        status = dict(crd.get("status") or {})
+        status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != "Terminating"] + [
+            {"type": "Terminating", "status": "True", "reason": "InstanceDeletionPending",
+             "message": "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
+             "lastTransitionTime": now()}]
+        crds = self.registry.get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        assert crds is not None
+        return self.store.update(crds, {**crd, "status": status, "metadata": {**crd["metadata"],
+                                                                             "resourceVersion": ""}},
+                                 None, subresource="status")
+
+    def _defining_crd(self, resource: Resource) -> Obj | None:
+        crds = self.registry.get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        assert crds is not None
+        return next((c for c in self.store.items(crds) if (c.get("spec") or {}).get("group") == resource.group
+                     and ((c.get("spec") or {}).get("names") or {}).get("plural") == resource.plural), None)
 
     def _bind(self, target: Target, binding: Obj, user: User) -> Response:
         resource = target.resource

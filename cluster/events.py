@@ -56,6 +56,10 @@ CORE_FIELD_LABELS = ("metadata.name", "metadata.namespace", "involvedObject.kind
                      "source", "type")
 
 
+def _object(value: Any) -> Obj:
+    return value if isinstance(value, dict) else {}
+
+
 def is_events_v1(group: str, kind: str) -> bool:
     return (group, kind) == (EVENTS_GROUP, "Event")
 
@@ -103,7 +107,7 @@ def to_events_v1(event: Obj) -> Obj:
 
 def selectable(event: Obj) -> Obj:
     """The core/v1 field set of an Event (``ToSelectableFields``), shaped for ``FieldSelector.matches``."""
-    source = event.get("source") if isinstance(event.get("source"), dict) else {}
+    source = _object(event.get("source"))
     return {"metadata": event.get("metadata") or {}, "involvedObject": event.get("involvedObject") or {},
             "reason": event.get("reason") or "", "type": event.get("type") or "",
             "reportingComponent": event.get("reportingComponent") or "",
@@ -143,7 +147,7 @@ def _legacy(event: Obj) -> list[str]:
     """``legacyValidateEvent``: on every write, through either API."""
     errors: list[str] = []
     namespace = str((event.get("metadata") or {}).get("namespace") or "")
-    involved = event.get("involvedObject") if isinstance(event.get("involvedObject"), dict) else {}
+    involved = _object(event.get("involvedObject"))
     involved_namespace = str(involved.get("namespace") or "")
     if _time(event.get("eventTime"), "eventTime") is None:
         if not involved_namespace:
@@ -216,7 +220,7 @@ def validate(event: Obj, old: Obj | None, strict: bool) -> list[str]:
         for name in ("firstTimestamp", "lastTimestamp", "count"):
             if _empty(event.get(name)) is not None:
                 errors.append(invalid(name, "", "needs to be unset"))
-        source = event.get("source") if isinstance(event.get("source"), dict) else {}
+        source = _object(event.get("source"))
         if source.get("component") or source.get("host"):
             errors.append(invalid("source", "", "needs to be unset"))
         return errors

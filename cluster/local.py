@@ -18,6 +18,7 @@ from typing import Any
 
 from cluster.admission import User
 from cluster.apiserver import ApiServer
+from cluster.crd_finalizer import CrdFinalizer
 from cluster.defaults import NAMESPACE_NAME_LABEL
 from cluster.gc import GarbageCollector
 from cluster.http import ApiHttpServer, Latency, write_kubeconfig
@@ -72,7 +73,8 @@ class LocalCluster:
         self.http = ApiHttpServer(self.api, tls.cert, tls.key, self.users)
         self.kubeconfig = write_kubeconfig(os.path.join(self.workdir, "kubeconfig"), self.http.url, tls.ca_cert,
                                            self.admin_token)
-        self.components: list[Any] = [GarbageCollector(self.api)]  # kube-controller-manager's: always there
+        # kube-controller-manager's garbage collector and the apiextensions-apiserver's CRD finalizer: always there
+        self.components: list[Any] = [GarbageCollector(self.api), CrdFinalizer(self.api)]
         self._seed(nodes or [NodeSpec(f"node-{i}") for i in range(3)])
 
     def _seed(self, nodes: list[NodeSpec | dict[str, Any]]) -> None:

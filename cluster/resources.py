@@ -32,6 +32,8 @@ class Resource:
     field_selectors: tuple[str, ...] = field(default=("metadata.name", "metadata.namespace"))
     stored: bool = True  # False: a review, created (answered) and never stored, like SubjectAccessReview
     columns: tuple[PrinterColumn, ...] = ()  # a custom resource's additionalPrinterColumns (this version's)
+    # A custom resource's openAPIV3Schema (this version's): pruning and validation (cluster/validation/schema.py)
+    schema: Any = field(default=None, compare=False, hash=False)
 
     @property
     def api_version(self) -> str:
@@ -107,6 +109,7 @@ def from_crd(crd: dict[str, Any]) -> list[Resource]:
             namespaced=spec.get("scope", "Namespaced") == "Namespaced",
             short_names=tuple(names.get("shortNames") or ()),
             subresources=tuple(sorted((v.get("subresources") or {}).keys())), builtin=False, columns=_columns(v),
+            schema=(v.get("schema") or {}).get("openAPIV3Schema") if isinstance(v.get("schema"), dict) else None,
         )
         for v in spec.get("versions") or [] if v.get("served", True)
     ]
@@ -124,6 +127,14 @@ class Registry:
     def add(self, resource: Resource) -> None:
         with self._lock:
             self._resources[(resource.group, resource.version, resource.plural)] = resource
+
+    def replace_group_plural(self, group: str, plural: str, resources: list[Resource]) -> None:
+        """Serve ``resources`` instead of whatever this group and plural were (one step: never unserved)."""
+        with self._lock:
+            for key in [k for k in self._resources if k[0] == group and k[2] == plural]:
+                del self._resources[key]
+            for resource in resources:
+                self._resources[(resource.group, resource.version, resource.plural)] = resource
 
     def remove_group_plural(self, group: str, plural: str) -> None:
         with self._lock:

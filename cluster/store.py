@@ -222,6 +222,11 @@ class Store:
             return copy.deepcopy(new)
 
     @staticmethod
+    def prepared(resource: Resource, current: Obj, new: Obj, subresource: str = "") -> Obj:
+        """``new`` as an update over ``current`` would store it (server-set metadata, status by subresource)."""
+        return Store._merge_update(resource, current, new, subresource)
+
+    @staticmethod
     def _merge_update(resource: Resource, current: Obj, new: Obj, subresource: str) -> Obj:
         """Keep what clients cannot change: identity, timestamps; status vs spec by subresource.
 

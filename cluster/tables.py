@@ -388,7 +388,7 @@ def print_pod(pod: Obj) -> Row:  # noqa: C901, PLR0912 (printPod's own branching
     gates = _list(spec.get("readinessGates"))
     readiness = "<none>"
     if gates:
-        by_type = {}
+        by_type: dict[Any, Obj] = {}
         for c in _list(status.get("conditions")):
             by_type.setdefault(_dict(c).get("type"), _dict(c))
         met = sum(1 for g in gates if by_type.get(_dict(g).get("conditionType"), {}).get("status") == "True")

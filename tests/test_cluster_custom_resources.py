@@ -1,4 +1,5 @@
-"""Custom resources on the local cluster: the ``status`` subresource and garbage collection by owner reference.
+"""Custom resources on the local cluster: the ``status`` subresource, the schema, garbage collection by owner
+reference, and a CRD's deletion.
 
 The PodGroup CRD of deploy/base (``status`` subresource) and the SparkApplication CRD the operators install, created
 through the API. Expectations are the apiextensions-apiserver's custom resource strategies
@@ -6,11 +7,14 @@ through the API. Expectations are the apiextensions-apiserver's custom resource 
 stored status, one of ``/status`` everything but the status; ``metadata.generation`` counts changes of anything
 but metadata and, with the subresource, status) and kube-controller-manager's garbage collector (a dependent whose
 owners are all gone is deleted; foreground and orphan deletion). A write that changes nothing is no write: the
-resourceVersion stays (etcd3's GuaranteedUpdate).
+resourceVersion stays (etcd3's GuaranteedUpdate). Fields the schema does not specify are pruned, and what it
+refuses is 422 Invalid (cluster/validation/schema.py); a CRD's deletion deletes its objects first
+(cluster/crd_finalizer.py).
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,8 +77,9 @@ def podgroup(name: str = "gang", owner: dict[str, Any] | None = None, **spec: An
         meta["ownerReferences"] = [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
                                     "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
                                     "controller": True, "blockOwnerDeletion": True}]
+    fields = {"minMember": 3, **spec}
     return {"apiVersion": "scheduling.kubenexus.io/v1alpha1", "kind": "PodGroup", "metadata": meta,
-            "spec": {"minMember": 3, **spec}}
+            "spec": {k: v for k, v in fields.items() if v is not None}}
 
 
 # --- the status subresource -------------------------------------------------------------------------------------
@@ -220,3 +225,106 @@ def test_orphan_deletion_keeps_the_podgroup(custom: client.CustomObjectsApi, ns:
     wait_for(lambda: not custom.get_namespaced_custom_object(*PG[:2], ns, PG[2], "pi")["metadata"].get(
         "ownerReferences"), what="the owner reference removed")
     stays(lambda: not gone(custom, ns, "pi"), "an orphaned PodGroup is kept")
+
+
+# --- the schema: pruning and validation -------------------------------------------------------------------------
+
+
+def test_unknown_fields_are_pruned(custom: client.CustomObjectsApi, ns: str) -> None:
+    created = custom.create_namespaced_custom_object(*PG[:2], ns, PG[2], {
+        **podgroup(extra="dropped"), "unknown": {"a": 1}})
+    assert created["spec"] == {"minMember": 3} and "unknown" not in created
+    written = custom.patch_namespaced_custom_object_status(*PG[:2], ns, PG[2], "gang", {"status": {
+        "phase": "Pending", "present": 2, "notInTheSchema": 7, "shadowPlan": {"nodes": ["a"], "free": {"x": 1}}}},
+        _content_type=MERGE)
+    assert written["status"] == {"phase": "Pending", "present": 2, "shadowPlan": {"nodes": ["a"], "free": {"x": 1}}}
+
+
+@pytest.mark.parametrize(("status", "error"), [
+    ({"phase": "Queued"}, 'status.phase: Unsupported value: "Queued": supported values: "Pending", "Waiting", '
+                          '"Releasing", "Running", "Succeeded", "Failed", "NeverFits", "NotCertifiable"'),
+    ({"present": "2"}, 'status.present: Invalid value: "2": status.present in body must be of type integer: '
+                       '"string"'),
+    ({"releasedAt": "yesterday"}, 'status.releasedAt: Invalid value: "yesterday": status.releasedAt in body must '
+                                  'be of type date-time: "yesterday"'),
+    ({"conditions": [{"type": "Released", "status": "True"}]}, "status.conditions[0].lastTransitionTime: Required "
+                                                                "value"),
+    ({"conditions": [{"type": "Released", "status": "True", "reason": "not a reason", "message": "m",
+                      "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+     "status.conditions[0].reason: Invalid value: \"not a reason\": status.conditions[0].reason in body should "
+     "match '^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$'"),
+    ({"conditions": [{"type": "Ready", "status": "True", "reason": "R", "message": "m",
+                      "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+     'status.conditions[0].type: Unsupported value: "Ready"'),
+])
+def test_a_status_the_schema_refuses(custom: client.CustomObjectsApi, ns: str, status: dict[str, Any],
+                                     error: str) -> None:
+    custom.create_namespaced_custom_object(*PG[:2], ns, PG[2], podgroup())
+    with pytest.raises(client.ApiException) as info:
+        custom.patch_namespaced_custom_object_status(*PG[:2], ns, PG[2], "gang", {"status": status},
+                                                     _content_type=MERGE)
+    message = json.loads(info.value.body)["message"]
+    assert info.value.status == 422 and message.startswith('PodGroup.scheduling.kubenexus.io "gang" is invalid: ')
+    assert error in message
+
+
+def test_a_spec_the_schema_refuses(custom: client.CustomObjectsApi, ns: str) -> None:
+    for spec, error in (({"minMember": 0}, "spec.minMember: Invalid value: 0: spec.minMember in body should be "
+                                           "greater than or equal to 1"),
+                        ({"queue": "Team A"}, 'spec.queue: Invalid value: "Team A": spec.queue in body should '
+                                              "match"),
+                        ({"minMember": None}, "spec.minMember: Required value")):
+        body = podgroup(**spec)
+        with pytest.raises(client.ApiException) as info:
+            custom.create_namespaced_custom_object(*PG[:2], ns, PG[2], body)
+        assert info.value.status == 422 and error in json.loads(info.value.body)["message"], spec
+
+
+# --- deleting the CRD -------------------------------------------------------------------------------------------
+
+
+def test_deleting_a_crd_deletes_its_objects(api: client.ApiClient, custom: client.CustomObjectsApi, ns: str) -> None:
+    extensions = client.ApiextensionsV1Api(api)
+    group = f"{uuid.uuid4().hex[:8]}.example.com"
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": f"gizmos.{group}"},
+           "spec": {"group": group, "scope": "Namespaced", "names": {"plural": "gizmos", "singular": "gizmo",
+                                                                    "kind": "Gizmo"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                        "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    extensions.create_custom_resource_definition(crd)
+    wait_for(lambda: established(extensions, f"gizmos.{group}"), what="Established")
+    for name, finalizers in (("free", []), ("held", ["example.com/hold"])):
+        custom.create_namespaced_custom_object(group, "v1", ns, "gizmos", {
+            "apiVersion": f"{group}/v1", "kind": "Gizmo", "metadata": {"name": name, "finalizers": finalizers}})
+
+    extensions.delete_custom_resource_definition(f"gizmos.{group}")
+    marked = extensions.read_custom_resource_definition(f"gizmos.{group}")
+    assert marked.metadata.deletion_timestamp and "customresourcecleanup.apiextensions.k8s.io" in \
+        marked.metadata.finalizers
+    assert [(c.reason, c.status) for c in marked.status.conditions if c.type == "Terminating"] == [
+        ("InstanceDeletionPending", "True")]
+    with pytest.raises(client.ApiException) as info:
+        custom.create_namespaced_custom_object(group, "v1", ns, "gizmos", {
+            "apiVersion": f"{group}/v1", "kind": "Gizmo", "metadata": {"name": "late"}})
+    assert info.value.status == 405 and "terminating" in json.loads(info.value.body)["message"]
+
+    def names() -> list[str]:
+        return [o["metadata"]["name"] for o in custom.list_namespaced_custom_object(group, "v1", ns, "gizmos")["items"]]
+
+    wait_for(lambda: names() == ["held"], what="the free Gizmo deleted, the held one marked")
+    stays(lambda: names() == ["held"], "a Gizmo's finalizer holds it, and so the CRD")
+    custom.patch_namespaced_custom_object(group, "v1", ns, "gizmos", "held", {"metadata": {"finalizers": None}},
+                                          _content_type=MERGE)
+
+    def crd_gone() -> bool:
+        try:
+            extensions.read_custom_resource_definition(f"gizmos.{group}")
+        except client.ApiException as exc:
+            return exc.status == 404
+        return False
+
+    wait_for(crd_gone, what="the CRD removed once empty")
+    extensions.create_custom_resource_definition(crd)  # created again: nothing of the former objects comes back
+    wait_for(lambda: established(extensions, f"gizmos.{group}"), what="Established again")
+    assert names() == []

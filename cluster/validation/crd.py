@@ -63,9 +63,13 @@ def _column_errors(column: Any, path: str) -> list[str]:
     return errors
 
 
+def _object(value: Any) -> Obj:
+    return value if isinstance(value, dict) else {}
+
+
 def validate_crd(crd: Obj) -> list[str]:
-    spec = crd.get("spec") if isinstance(crd.get("spec"), dict) else {}
-    names = spec.get("names") if isinstance(spec.get("names"), dict) else {}
+    spec = _object(crd.get("spec"))
+    names = _object(spec.get("names"))
     errors = []
     name = str((crd.get("metadata") or {}).get("name") or "")
     if name != f"{names.get('plural', '')}.{spec.get('group', '')}":
