@@ -202,8 +202,6 @@ class ApiServer:
         return Target(resource, urllib.parse.unquote(namespace) if namespace else None,
                       urllib.parse.unquote(name), sub)
 
-    # --- verbs -------------------------------------------------------------------------
-
     # --- views: events.k8s.io Events are stored as the core/v1 Events they are ------------------------------------
 
     def _stored(self, resource: Resource) -> Resource:
@@ -223,6 +221,8 @@ class ApiServer:
     def _in(resource: Resource, obj: Any) -> Any:
         """An object written through ``resource`` as it is stored."""
         return events.to_core(obj) if events.is_events_v1(resource.group, resource.kind) else obj
+
+    # --- verbs -------------------------------------------------------------------------
 
     def _dispatch(self, method: str, target: Target, query: dict[str, str], headers: dict[str, str], body: bytes,
                   user: User) -> Response:
