@@ -73,6 +73,10 @@ def placement_key(spec: Obj, requests: Mapping[str, Decimal]) -> str:
     return _canonical(shown)
 
 
+#: PodScheduled=False with this reason: the apiserver's mark of a gated pod, which no scheduler has tried yet.
+SCHEDULING_GATED = "SchedulingGated"
+
+
 @dataclass(frozen=True, slots=True)
 class Expected:
     """One expected later member (an entry of the expected-members annotation, expanded to count 1)."""
@@ -201,7 +205,7 @@ class PodView:
     uncertifiable: str | None
     apart: bool = False  # required anti-affinity: one member of its gang per node (kept after the release too)
     rejected: str = ""  # the kubelet's reason and message when it refused to run the pod on its node
-    unschedulable: bool = False  # PodScheduled=False: a scheduler tried and found no node
+    unschedulable: bool = False  # PodScheduled=False: a scheduler tried and found no node (not: it was gated)
     pinned: bool = False  # required node affinity names exactly its planned node
     escapable: bool = False  # no gang labels, no gate, an owner toward a supported root (see walkable)
     admission: dict[str, Any] | None = None  # what admission decides on, kept for escapable pods while they are unbound
@@ -319,6 +323,7 @@ def pod_view(pod: Obj) -> PodView:
         apart=bool(group) and one_member_per_node(spec, {keys.POD_GROUP_LABEL: group}),
         rejected=_rejection(status),
         unschedulable=any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+                          and c.get("reason") != SCHEDULING_GATED
                           for c in status.get("conditions") or [] if isinstance(c, dict)),
         pinned=unbound and _pinned_to(spec, planned),
         escapable=escapable,

@@ -142,3 +142,17 @@ def test_gang_index_follows_membership():
     assert [p.name for p in state.members(key)] == ["w-1"]
     state.delete_pod("uid-w-1")
     assert key not in state.gangs
+
+
+def test_an_ungated_pod_still_marked_scheduling_gated_is_queued_not_unschedulable():
+    """The apiserver marks a gated pod PodScheduled=False, reason SchedulingGated; once someone else removes the gate
+    that mark stays until a scheduler tries, so the pod is on its way to a node, not found unschedulable."""
+    state = ClusterState()
+    state.upsert_node(node("n1", "4"))
+    marked = pod("other", "2", gang=False)
+    marked["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]
+    tried = pod("tried", "2", gang=False)
+    tried["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+    state.upsert_pod(marked, 0.0)
+    state.upsert_pod(tried, 0.0)
+    assert set(state.in_flight) == {"uid-other"}
