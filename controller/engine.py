@@ -113,6 +113,7 @@ class GangDecision:
     present: int = 0
     size: int = 0
     cause: Cause | StuckReason | None = None  # why a waiting gang waits, or why an evicted one could not start
+    shadow: dict[str, str] = field(default_factory=dict)  # a starving gang's shadow plan in this pass (member: node)
 
     @property
     def name(self) -> str:
@@ -426,7 +427,7 @@ class Engine:
         result.cause = Cause.CAPACITY
         result.reason = found.shortfall
         if result.waited >= self.config.starvation_seconds:
-            shadow = self.backfill.shadow(gang.key, members, claims, held)
+            shadow = result.shadow = self.backfill.shadow(gang.key, members, claims, held)
             result.reason += (f"; waiting longer than {self.config.starvation_seconds:g}s: capacity is held for it "
                               f"on {len(set(shadow.values()))} node(s) as it frees up" if shadow else
                               "; starving, but no shadow plan exists over capacity that will free up")

@@ -9,6 +9,7 @@ tolerations) are kept only while a pod is gated, because only gated pods are pla
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -209,6 +210,7 @@ class PodView:
     pinned: bool = False  # required node affinity names exactly its planned node
     escapable: bool = False  # no gang labels, no gate, an owner toward a supported root (see walkable)
     admission: dict[str, Any] | None = None  # what admission decides on, kept for escapable pods while they are unbound
+    priority_class: str = ""  # spec.priorityClassName of gang members (their PodGroup records it)
 
     @property
     def gated(self) -> bool:
@@ -328,6 +330,7 @@ def pod_view(pod: Obj) -> PodView:
         pinned=unbound and _pinned_to(spec, planned),
         escapable=escapable,
         admission=_admission_view(meta, spec) if escapable and unbound else None,
+        priority_class=sys.intern(str(spec.get("priorityClassName") or "")) if gang else "",
     )
 
 

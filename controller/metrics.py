@@ -15,6 +15,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from controller.integrity import StuckReason
 
 GANG_STATES = ("waiting", "releasing", "running", "never_fits", "not_certifiable", "evicting")
+# The PodGroup phases (controller/status.py Phase): the gangs_by_phase gauge, one series per phase.
+GANG_PHASES = ("Pending", "Waiting", "Releasing", "Running", "Succeeded", "Failed", "NeverFits", "NotCertifiable")
+PODGROUP_VERBS = ("create", "get", "patch", "patch_status")
+PODGROUP_OUTCOMES = ("ok", "conflict", "error")
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,16 @@ class Metrics:
     member_evictions: Counter  # {reason}
     escaped_pods: Counter  # {action}: joined, recreated
     repair_errors: Counter  # {reason}
+    gang_phases: Gauge  # {phase}: GANG_PHASES
+    podgroup_requests: Counter  # {verb, outcome}
+
+    def set_gang_phases(self, counts: Mapping[str, int]) -> None:
+        """Every phase's gauge at once (phases missing from ``counts`` are zero)."""
+        unknown = set(counts) - set(GANG_PHASES)
+        if unknown:
+            raise ValueError(f"unknown gang phases: {sorted(unknown)}")
+        for phase in GANG_PHASES:
+            self.gang_phases.labels(phase).set(counts.get(phase, 0))
 
     def set_gang_counts(self, counts: Mapping[str, int]) -> None:
         """Set every state's gauge at once: states missing from ``counts`` are zero, unknown ones an error."""
@@ -83,10 +97,21 @@ def new_metrics() -> Metrics:
         repair_errors=Counter("kubenexus_controller_repair_errors_total",
                               "Failed DELETE and PATCH requests of evictions and repairs", ["reason"],
                               registry=registry),
+        gang_phases=Gauge("kubenexus_controller_gangs_by_phase",
+                          "Gangs known to the controller, by the phase their PodGroup shows", ["phase"],
+                          registry=registry),
+        podgroup_requests=Counter("kubenexus_controller_podgroup_requests_total",
+                                  "Requests writing and reading PodGroups, by verb and outcome", ["verb", "outcome"],
+                                  registry=registry),
     )
     for reason in StuckReason:  # every series from the first scrape, like the gang states
         metrics.gang_evictions.labels(reason)
         metrics.member_evictions.labels(reason)
     for action in ("joined", "recreated"):
         metrics.escaped_pods.labels(action)
+    for phase in GANG_PHASES:
+        metrics.gang_phases.labels(phase)
+    for verb in PODGROUP_VERBS:
+        for outcome in PODGROUP_OUTCOMES:
+            metrics.podgroup_requests.labels(verb, outcome)
     return metrics

@@ -38,7 +38,9 @@ from controller.members import GangKey, PodView
 from controller.metrics import Metrics, new_metrics
 from controller.owners import Step, resolve, root_annotations, root_reference
 from controller.patcher import Patcher
+from controller.podgroups import PodGroupWriter
 from controller.state import ClusterState
+from controller.status import Tracker
 from gang.config import Config
 from kube.client import api_request
 from kube.events import EventRecorder
@@ -95,6 +97,12 @@ class Controller:
         self.patcher = Patcher(api_client, lambda reason: self.metrics.patch_errors.labels(reason).inc())
         self.evictor = Evictor(api_client, lambda reason: self.metrics.repair_errors.labels(reason).inc())
         self.events = EventRecorder(api_client, on_dropped=self.metrics.events_dropped.inc)
+        # Each gang's PodGroup: the loop hands desired states over (controller/status.py), a writer writes them.
+        self.podgroups = PodGroupWriter(api_client, leading=lambda: self._leading.is_set(),
+                                        roots=lambda pod: root_annotations(self._source, pod),
+                                        on_request=lambda verb, outcome: self.metrics.podgroup_requests.labels(
+                                            verb, outcome).inc())
+        self._statuses = Tracker()
         self._resolver = ThreadPoolExecutor(max_workers=2, thread_name_prefix="resolve")
         # uid -> when first and last decided again, and whether it was bound then (binding makes it due again)
         self._checked: dict[str, tuple[float, float | None, bool]] = {}
@@ -155,6 +163,7 @@ class Controller:
             self._health.start()
         for informer in self._informers:
             self._spawn(informer.run, f"informer{informer.path.replace('/', '-')}")
+        self.podgroups.start()
         if self._elector is not None:
             self._spawn(self._elector.run, "leader-election")
         else:
@@ -185,6 +194,7 @@ class Controller:
             informer.stop()
         self.patcher.stop()
         self.evictor.stop()
+        self.podgroups.stop()
         self._resolver.shutdown(wait=False, cancel_futures=True)
         self.events.close(timeout=2.0)
         if self._health is not None:
@@ -260,6 +270,7 @@ class Controller:
         self._dispatch(cycle, now)
         self._evict(cycle.evictions)
         self._report(cycle)
+        self._status(cycle, now)
         self._short = {d.key[0] for d in cycle.gangs if d.cause == Cause.MEMBERS}
         self._check_pods(now)
         return cycle
@@ -437,6 +448,13 @@ class Controller:
             del self._last[key]
         self._timed_out &= seen
         self._timeout_told &= seen
+
+    def _status(self, cycle: Cycle, now: float) -> None:
+        """Hand the PodGroups of the gangs that changed to the writer (it never makes the loop wait)."""
+        changed, gone = self._statuses.update(cycle, self.state, now)
+        if changed or gone:
+            self.podgroups.submit(changed, gone)
+            self.metrics.set_gang_phases({str(phase): n for phase, n in self._statuses.counts.items()})
 
     def _announce(self, decision: GangDecision) -> None:
         members = self.state.members(decision.key)

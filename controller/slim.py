@@ -69,6 +69,7 @@ class _PodSpec(TypedDict, total=False):
     nodeName: Any
     schedulerName: Any
     priority: Any
+    priorityClassName: Any  # recorded in a gang's PodGroup
     schedulingGates: list[Any]
     containers: list[_Container]
     initContainers: list[_Container]

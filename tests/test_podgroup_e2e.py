@@ -1,0 +1,317 @@
+"""Each gang's PodGroup on the local cluster, end to end: the webhook gates, the gate controller releases and keeps
+one PodGroup per gang, the scheduler binds, the kubelet runs, the garbage collector deletes with the root.
+
+The cluster of tests/test_controller_e2e.py (three 4-cpu nodes ``pool=cpu``, two nodes of 4 ``nvidia.com/gpu``,
+tainted) with the PodGroup CRD of deploy/base installed. Every PodGroup is read as stored, and a watch records the
+phases each one was written with, in order. Expectations come from the scenario: sizes, requests and capacities.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client import ApiException
+
+from cluster.local import LocalCluster, NodeSpec
+from controller.run import Controller
+from gang.config import Config
+from kube.client import new_api_client
+from tests.support.contract import CONTROLLER
+from tests.support.gang_pods import GPU, JOB_NAME, TIMEOUT, describe, gated, name_of, running, torch_job
+from tests.support.kube import Kube, admitted
+from tests.support.podgroups import (
+    GROUP,
+    MANAGED_BY,
+    PLURAL,
+    VERSION,
+    condition,
+    install_crd,
+    phase,
+    podgroup,
+    watching,
+    writes,
+)
+from tests.support.polling import stays, wait_for
+from tests.support.roots import OPTED_IN, Obj, spark_app
+
+pytestmark = pytest.mark.e2e
+
+GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
+ROOTS = [("kubeflow.org", "v1", "pytorchjobs"), ("sparkoperator.k8s.io", "v1beta2", "sparkapplications")]
+NODES = [NodeSpec(f"cpu-{i}", cpu="4", memory="16Gi", labels=(("pool", "cpu"),)) for i in range(3)] + [
+    NodeSpec(f"gpu-{i}", cpu="8", memory="32Gi", extra=((GPU, "4"),), labels=(("pool", "gpu"),), taints=(GPU_TAINT,))
+    for i in range(2)]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(nodes=list(NODES), workdir=str(tmp_path_factory.mktemp("podgroup-e2e"))) as local:
+        local.run_components()
+        yield local
+
+
+@pytest.fixture(scope="module")
+def kube(cluster: LocalCluster, workdir: Any, tls: Any) -> Iterator[Kube]:
+    with admitted(cluster, workdir, tls) as api:
+        install_crd(api.api_client)
+        for name in ("kubenexus-system",):
+            try:
+                api.core.create_namespace({"metadata": {"name": name}})
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+        yield api
+
+
+@pytest.fixture(scope="module")
+def controller_kubeconfig(cluster: LocalCluster) -> str:
+    return cluster.add_user(CONTROLLER)
+
+
+@pytest.fixture
+def controllers(controller_kubeconfig: str) -> Iterator[Callable[..., Controller]]:
+    started: list[Controller] = []
+
+    def start(**options: Any) -> Controller:
+        controller = Controller(new_api_client(controller_kubeconfig, 32, 3), Config(), port=0, **options)
+        started.append(controller.start())
+        return controller
+
+    yield start
+    for controller in started:
+        controller.stop()
+
+
+@pytest.fixture
+def ns(kube: Kube) -> Iterator[str]:
+    name = kube.namespace()
+    yield name
+    for group, version, plural in ROOTS:
+        for obj in kube.custom.list_namespaced_custom_object(group, version, name, plural)["items"]:
+            kube.custom.delete_namespaced_custom_object(group, version, name, plural, obj["metadata"]["name"])
+
+    def gone() -> bool:
+        pods = kube.pods(name)
+        for pod in pods:
+            try:
+                kube.core.delete_namespaced_pod(name_of(pod), name, grace_period_seconds=0)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+        return not pods
+
+    wait_for(gone, TIMEOUT, f"the pods of {name} to be gone")
+
+
+def wait_podgroup(kube: Kube, ns: str, name: str, check: Callable[[Obj], bool], what: str) -> Obj:
+    last: list[Obj | None] = [None]
+
+    def done() -> Obj | None:
+        last[0] = podgroup(kube.api_client, ns, name)
+        return last[0] if last[0] is not None and check(last[0]) else None
+
+    found: Obj = wait_for(done, TIMEOUT, lambda: f"PodGroup {ns}/{name}: {what}; last seen "
+                                                 f"{(last[0] or {}).get('status')}; pods {describe(kube.pods(ns))}")
+    return found
+
+
+def in_phase(*phases: str) -> Callable[[Obj], bool]:
+    return lambda obj: phase(obj) in phases
+
+
+def mark_succeeded(kube: Kube, ns: str, pods: list[Obj]) -> None:
+    for pod in pods:
+        status = {"phase": "Succeeded", "containerStatuses": [
+            {"name": c["name"], "ready": False, "restartCount": 0, "image": "", "imageID": "",
+             "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}} for c in pod["spec"]["containers"]]}
+        kube.core.patch_namespaced_pod_status(name_of(pod), ns, {"status": status},
+                                              _content_type="application/merge-patch+json")
+
+
+def follows(seen: list[str], order: list[str]) -> bool:
+    """``seen`` goes through phases of ``order`` forward only."""
+    positions = [order.index(p) for p in seen if p in order]
+    return len(positions) == len(seen) and positions == sorted(positions)
+
+
+# --- lifecycles ----------------------------------------------------------------------------------------------------
+
+
+def test_spark_staged_gang_releasing_then_running(kube: Kube, ns: str,
+                                                  controllers: Callable[..., Controller]) -> None:
+    """Driver + 4 executors of 1 cpu: minMember 5, 4 of them expected once the driver runs. The driver is released
+    alone (room reserved for the executors), the PodGroup says so (Releasing, 4 expected members), and is Running once
+    the driver and the executors it creates run."""
+    controllers()
+    app = spark_app("pi", OPTED_IN)
+    app["spec"]["driver"].update(coreRequest="1", memory="512m")
+    app["spec"]["executor"].update(instances=4, coreRequest="1", memory="512m")
+    with watching(kube.api_client, ns) as phases:
+        root = kube.create(ns, app)
+        group = wait_podgroup(kube, ns, "pi", lambda o: phase(o) == "Running" and o["status"]["running"] == 5,
+                              "Running with 5 members running")
+        print(f"\nspark phases: {phases.of('pi')}")
+        assert follows(phases.of("pi"), ["Pending", "Releasing", "Running"]), phases.of("pi")
+        assert "Releasing" in phases.of("pi"), phases.of("pi")
+        releasing = [o for o in phases.seen["pi"] if phase(o) == "Releasing"]
+    assert any(o["status"]["expected"] == 4 and o["status"]["waitingFor"] in ("4 expected members", "1 to bind",
+                                                                              "1 to start") for o in releasing)
+    assert group["spec"] == {"minMember": 5, "expectedMembers": 4}
+    assert group["metadata"]["ownerReferences"] == [{"apiVersion": "sparkoperator.k8s.io/v1beta2",
+                                                     "kind": "SparkApplication", "name": "pi",
+                                                     "uid": root["metadata"]["uid"]}]
+    assert group["metadata"]["labels"] == {MANAGED_BY[0]: MANAGED_BY[1],
+                                           "scheduling.kubenexus.io/root-kind": "sparkapplication",
+                                           "scheduling.kubenexus.io/root-name": "pi"}
+    status = group["status"]
+    assert (status["members"], status["present"], status["expected"], status["gated"]) == (5, 5, 0, 0)
+    assert set(status["nodes"]) <= {"cpu-0", "cpu-1", "cpu-2"} and len(status["nodes"]) >= 2, status["nodes"]
+    assert status["scheduleStartTime"] and status["releasedAt"] and status["waitingFor"] == ""
+    assert condition(group, "Released")["status"] == "True"
+    assert condition(group, "Schedulable")["status"] == "True"
+
+
+def test_pytorchjob_waiting_then_running_and_succeeded(kube: Kube, ns: str,
+                                                      controllers: Callable[..., Controller]) -> None:
+    """Two jobs of 4 x 2 GPU, each all 8 GPUs: one runs, the other's PodGroup is Waiting for GPUs; when the first
+    succeeds its PodGroup is Succeeded and the second goes Releasing, then Running."""
+    controllers()
+    with watching(kube.api_client, ns) as phases:
+        kube.create(ns, torch_job("alpha", 3, "500m", "1Gi", gpus=2))
+        wait_podgroup(kube, ns, "alpha", in_phase("Running"), "alpha Running")
+        kube.create(ns, torch_job("beta", 3, "500m", "1Gi", gpus=2))
+        beta = wait_podgroup(kube, ns, "beta", in_phase("Waiting"), "beta Waiting")
+        assert beta["status"]["waitingFor"] == f"capacity: {GPU}", beta["status"]
+        assert GPU in beta["status"]["reason"]
+        assert (beta["status"]["present"], beta["status"]["gated"]) == (4, 4)
+        assert condition(beta, "Schedulable")["status"] == "False"
+        assert condition(beta, "Released") | {"lastTransitionTime": ""} == {
+            "type": "Released", "status": "False", "reason": "Waiting", "message": beta["status"]["reason"],
+            "lastTransitionTime": "", "observedGeneration": beta["metadata"]["generation"]}
+        mark_succeeded(kube, ns, kube.pods(ns, f"{JOB_NAME}=alpha"))
+        alpha = wait_podgroup(kube, ns, "alpha", in_phase("Succeeded"), "alpha Succeeded")
+        assert (alpha["status"]["succeeded"], alpha["status"]["running"]) == (4, 0)
+        wait_podgroup(kube, ns, "beta", lambda o: phase(o) == "Running" and o["status"]["running"] == 4,
+                      "beta Running")
+        assert follows(phases.of("beta"), ["Pending", "Waiting", "Releasing", "Running"]), phases.of("beta")
+        print(f"\nbeta phases: {phases.of('beta')}, alpha phases: {phases.of('alpha')}")
+        assert phases.of("beta")[-3:] == ["Waiting", "Releasing", "Running"], phases.of("beta")
+        assert follows(phases.of("alpha"), ["Pending", "Releasing", "Running", "Succeeded"]), phases.of("alpha")
+
+
+def test_never_fits_not_certifiable_and_timed_out(kube: Kube, ns: str,
+                                                 controllers: Callable[..., Controller]) -> None:
+    controllers()
+    kube.create(ns, torch_job("giant", 1, cpu="5"))  # no node has 5 cpu
+    spread = torch_job("spread", 1, cpu="100m")
+    for replica in spread["spec"]["pytorchReplicaSpecs"].values():
+        replica["template"]["spec"]["topologySpreadConstraints"] = [{
+            "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {JOB_NAME: "spread"}}}]
+    kube.create(ns, spread)
+    kube.create(ns, torch_job("holder", 2, cpu="3"))  # 3 x 3 cpu: 1 cpu left per node
+    wait_podgroup(kube, ns, "holder", in_phase("Running"), "holder Running")
+    late = torch_job("late", 1, cpu="2")
+    late["metadata"]["annotations"]["kubenexus.io/schedule-timeout-seconds"] = "1"
+    kube.create(ns, late)
+
+    giant = wait_podgroup(kube, ns, "giant", in_phase("NeverFits"), "NeverFits")
+    assert giant["status"]["waitingFor"] == "never fits" and "5 cpu" in giant["status"]["reason"]
+    assert condition(giant, "Schedulable")["reason"] == "NeverFits"
+    certify = wait_podgroup(kube, ns, "spread", in_phase("NotCertifiable"), "NotCertifiable")
+    assert certify["status"]["waitingFor"] == "not certifiable"
+    assert "topology" in certify["status"]["reason"]
+    timed = wait_podgroup(kube, ns, "late", lambda o: condition(o, "TimedOut").get("status") == "True",
+                          "TimedOut")
+    assert phase(timed) == "Waiting" and timed["spec"]["scheduleTimeoutSeconds"] == 1
+    assert condition(timed, "TimedOut")["reason"] == "ScheduleTimeout"
+    stays(lambda: all(gated(p) for p in kube.pods(ns, f"{JOB_NAME}=late")), "the timed-out gang stays gated")
+
+
+def test_the_podgroup_is_collected_with_its_root(kube: Kube, ns: str,
+                                                 controllers: Callable[..., Controller]) -> None:
+    controllers()
+    kube.create(ns, torch_job("short", 1, cpu="100m"))
+    wait_podgroup(kube, ns, "short", in_phase("Running"), "Running")
+    kube.custom.delete_namespaced_custom_object("kubeflow.org", "v1", ns, "pytorchjobs", "short")
+    wait_for(lambda: podgroup(kube.api_client, ns, "short") is None and not kube.pods(ns), TIMEOUT,
+             lambda: f"the PodGroup and pods collected with their root: {podgroup(kube.api_client, ns, 'short')}")
+    stays(lambda: podgroup(kube.api_client, ns, "short") is None, "the controller must not create it again")
+
+
+# --- bounded writes ------------------------------------------------------------------------------------------------
+
+
+def test_a_1_plus_40_gang_costs_a_handful_of_writes(cluster: LocalCluster, kube: Kube, ns: str,
+                                                    controllers: Callable[..., Controller]) -> None:
+    """41 pods arriving one by one (the operator creates them in a loop) and starting: the PodGroup is created once
+    and its status written on phase changes and at most every 5 s in between, never once per member."""
+    controller = controllers()
+    cluster.audit.clear()
+    kube.create(ns, torch_job("wide", 40, cpu="100m", memory="64Mi"))
+    wait_podgroup(kube, ns, "wide", lambda o: phase(o) == "Running" and o["status"]["running"] == 41, "41 running")
+    wait_for(controller.podgroups.idle, TIMEOUT, "the writer idle")
+    done = writes(cluster.audit.snapshot(CONTROLLER), ns, "wide")
+    creates = [r for r in done if r.request.verb == "create"]
+    print(f"\n1 + 40 gang: {len(done)} PodGroup writes ({len(creates)} create): "
+          f"{[(r.request.verb, r.request.subresource) for r in done]}")
+    assert len(creates) == 1
+    assert len(done) <= 10, [r.describe() for r in done]
+
+
+def test_only_the_leader_writes(kube: Kube, ns: str, controllers: Callable[..., Controller]) -> None:
+    replicas = [controllers(leader_elect=True, identity=f"pg-{who}", lease=(2.0, 1.5, 0.2)) for who in "ab"]
+    leader = wait_for(lambda: next((r for r in replicas if r.leading), None), TIMEOUT, "a leader")
+    standby = next(r for r in replicas if r is not leader)
+    kube.create(ns, torch_job("led", 1, cpu="100m"))
+    wait_podgroup(kube, ns, "led", in_phase("Running"), "Running")
+    assert leader.podgroups.requests["create"] >= 1
+    assert standby.podgroups.synced, "the standby keeps its PodGroups warm"
+    assert not standby.podgroups.requests, f"the standby wrote: {standby.podgroups.requests}"
+
+
+# --- PodGroups users touch -------------------------------------------------------------------------------------------
+
+
+def test_a_user_created_podgroup_gets_status_only(kube: Kube, ns: str,
+                                                  controllers: Callable[..., Controller]) -> None:
+    mine = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "PodGroup",
+            "metadata": {"name": "mine", "labels": {"team": "vision"}},
+            "spec": {"minMember": 7, "queue": "research"}}
+    kube.custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, mine)
+    controllers()
+    kube.create(ns, torch_job("mine", 1, cpu="100m"))
+    group = wait_podgroup(kube, ns, "mine", lambda o: phase(o) == "Running" and o["status"]["running"] == 2,
+                          "Running")
+    assert group["spec"] == {"minMember": 7, "queue": "research"}, "its spec is the user's"
+    assert group["metadata"]["labels"] == {"team": "vision"} and not group["metadata"].get("ownerReferences")
+
+
+def test_a_managed_podgroup_is_restored_and_recreated(kube: Kube, ns: str,
+                                                      controllers: Callable[..., Controller]) -> None:
+    controllers()
+    kube.create(ns, torch_job("kept", 1, cpu="100m"))
+    group = wait_podgroup(kube, ns, "kept", in_phase("Running"), "Running")
+    kube.custom.patch_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "kept", {"spec": {"minMember": 9}})
+    kube.custom.patch_namespaced_custom_object_status(GROUP, VERSION, ns, PLURAL, "kept",
+                                                      {"status": {"phase": "Failed"}})
+    wait_podgroup(kube, ns, "kept", lambda o: o["spec"]["minMember"] == 2 and phase(o) == "Running",
+                  "spec and status restored")
+    kube.custom.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "kept")
+    again = wait_podgroup(kube, ns, "kept", in_phase("Running"), "created again")
+    assert again["metadata"]["uid"] != group["metadata"]["uid"]
+    assert again["metadata"]["ownerReferences"] == group["metadata"]["ownerReferences"]
+
+
+def test_pods_of_the_gang_stay_as_they_are(kube: Kube, ns: str, controllers: Callable[..., Controller]) -> None:
+    """Sanity: a PodGroup changes nothing about how the gang is released (pods released onto plans, running)."""
+    controllers()
+    kube.create(ns, torch_job(f"plain-{uuid.uuid4().hex[:4]}", 2, cpu="500m"))
+    wait_for(lambda: len(kube.pods(ns)) == 3 and all(running(p) for p in kube.pods(ns)), TIMEOUT,
+             lambda: f"3 running: {describe(kube.pods(ns))}")
+    assert len(client.CustomObjectsApi(kube.api_client).list_namespaced_custom_object(
+        GROUP, VERSION, ns, PLURAL)["items"]) == 1
