@@ -17,7 +17,7 @@ from controller.integrity import StuckReason
 GANG_STATES = ("waiting", "releasing", "running", "never_fits", "not_certifiable", "evicting")
 # The PodGroup phases (controller/status.py Phase): the gangs_by_phase gauge, one series per phase.
 GANG_PHASES = ("Pending", "Waiting", "Releasing", "Running", "Succeeded", "Failed", "NeverFits", "NotCertifiable")
-PODGROUP_VERBS = ("create", "get", "patch", "patch_status")
+PODGROUP_VERBS = ("create", "patch", "patch_status")
 PODGROUP_OUTCOMES = ("ok", "conflict", "error")
 
 
@@ -101,7 +101,8 @@ def new_metrics() -> Metrics:
                           "Gangs known to the controller, by the phase their PodGroup shows", ["phase"],
                           registry=registry),
         podgroup_requests=Counter("kubenexus_controller_podgroup_requests_total",
-                                  "Requests writing and reading PodGroups, by verb and outcome", ["verb", "outcome"],
+                                  "Requests writing PodGroups, by verb (create, patch, patch_status) and outcome",
+                                  ["verb", "outcome"],
                                   registry=registry),
     )
     for reason in StuckReason:  # every series from the first scrape, like the gang states

@@ -11,8 +11,9 @@ write it. Per PodGroup:
 - a PodGroup the controller manages (the managed-by label) gets its labels, owner reference and spec restored when
   they drift; one the controller did not create (no managed-by label) gets its status only;
 - its status is written through the status subresource when it differs from the stored one (``status_for`` keeps
-  the times that must not move), as a JSON merge patch pinned to the resourceVersion it was computed against: a
-  409 re-reads the object and computes again;
+  the times that must not move), as a JSON merge patch pinned to the resourceVersion it was computed against; a
+  409 (someone else wrote since) is retried from the newer version the watch brings (it queues the PodGroup again
+  as soon as it arrives), so what is written is always computed against what is stored;
 - at most one status write per PodGroup per ``interval`` seconds, except on a phase change; a creation and its first
   status are written together. A gang that is gone leaves its PodGroup to the garbage collector (never deleted here).
 
@@ -46,7 +47,6 @@ STATUS_INTERVAL_SECONDS = 5.0  # at most one status write per PodGroup this ofte
 _MERGE = "application/merge-patch+json"
 _RETRY_SECONDS = 2.0  # after a failed request
 _INVALID_SECONDS = 60.0  # after a 4xx that a retry will not fix (422, 403)
-_ATTEMPTS = 3  # conflicts in a row before the PodGroup is put back in the queue
 _SUPERSEDED = 8  # per PodGroup, the resourceVersions our own writes moved past (late watch events of them)
 
 
@@ -57,7 +57,7 @@ def path(namespace: str, name: str = "", status: bool = False) -> str:
 
 class PodGroupWriter:
     """See the module docstring. ``roots(sample)`` reads the root's annotations (the schedule timeout), off the
-    loop; ``on_request(verb, outcome)`` counts every request (verbs: create, get, patch, patch_status)."""
+    loop; ``on_request(verb, outcome)`` counts every request (verbs: create, patch, patch_status)."""
 
     def __init__(self, api_client: Any, *, leading: Callable[[], bool],
                  roots: Callable[[PodView], Mapping[str, str]] = lambda pod: {},
@@ -85,7 +85,7 @@ class PodGroupWriter:
         self._sequence = 0
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
-        self.informer = Informer(api_client, f"{COLLECTION}/{keys.PODGROUP_PLURAL}", self._on_event,
+        self.informer = Informer(api_client, f"{COLLECTION}/{keys.PODGROUP_PLURAL}", self.observe,
                                  backoff_max=30.0, on_synced=self._on_synced)
         self.requests: collections.Counter[str] = collections.Counter()  # verb -> requests made
 
@@ -165,7 +165,8 @@ class PodGroupWriter:
             for target in self._targets:
                 self._queue(target, now)
 
-    def _on_event(self, kind: str, obj: Obj) -> None:
+    def observe(self, kind: str, obj: Obj) -> None:
+        """A watch event about a PodGroup (the informer calls it; so do tests)."""
         meta = obj.get("metadata") or {}
         target = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         with self._lock:
@@ -297,90 +298,59 @@ class PodGroupWriter:
                 self._remember(target, obj)
             log.info("PodGroup %s/%s created for gang %s", want.namespace, want.name, want.key[1])
             return obj
-        if status == 409:  # it exists and the watch has not told yet
-            return self._read(target)
+        if status == 409:  # it exists, and the watch has not told yet: looked at again when it does
+            return _RETRY_SECONDS
         return self._failed("creating", target, status, body)
 
     def _keep_spec(self, target: Target, obj: Obj, want: Desired) -> Obj | float:
         """A managed PodGroup's labels, owner reference and spec, restored when they drift (a root created again
         under the same name hands it over)."""
-        for _ in range(_ATTEMPTS):
-            meta = obj.get("metadata") or {}
-            labels = labels_for(want)
-            spec = spec_for(want, self._root(want))
-            owners = [want.root.owner_reference()] if want.root is not None else []
-            current_owners = [{k: r.get(k) for k in ("apiVersion", "kind", "name", "uid")}
-                              for r in meta.get("ownerReferences") or []]
-            patch: Obj = {}
-            if any((meta.get("labels") or {}).get(k) != v for k, v in labels.items()):
-                patch.setdefault("metadata", {})["labels"] = labels
-            if current_owners != owners:
-                patch.setdefault("metadata", {})["ownerReferences"] = owners
-            spec_patch = merge_patch(obj.get("spec") or {}, spec)
-            if spec_patch:
-                patch["spec"] = spec_patch
-            if not patch:
-                return obj
-            version = str(meta.get("resourceVersion") or "")
-            patch.setdefault("metadata", {})["resourceVersion"] = version
-            status, body = self._request("patch", "PATCH", path(*target), patch, _MERGE)
-            if status == 200:
-                obj = json.loads(body)
-                with self._lock:
-                    self._remember(target, obj, version)
-                return obj
-            if status != 409:
-                return self._failed("updating", target, status, body)
-            read = self._read(target)
-            if isinstance(read, float):
-                return read
-            obj = read
-        return _RETRY_SECONDS
+        meta = obj.get("metadata") or {}
+        labels = labels_for(want)
+        owners = [want.root.owner_reference()] if want.root is not None else []
+        current_owners = [{k: r.get(k) for k in ("apiVersion", "kind", "name", "uid")}
+                          for r in meta.get("ownerReferences") or []]
+        patch: Obj = {}
+        if any((meta.get("labels") or {}).get(k) != v for k, v in labels.items()):
+            patch.setdefault("metadata", {})["labels"] = labels
+        if current_owners != owners:
+            patch.setdefault("metadata", {})["ownerReferences"] = owners
+        spec_patch = merge_patch(obj.get("spec") or {}, spec_for(want, self._root(want)))
+        if spec_patch:
+            patch["spec"] = spec_patch
+        if not patch:
+            return obj
+        version = str(meta.get("resourceVersion") or "")
+        patch.setdefault("metadata", {})["resourceVersion"] = version
+        status, body = self._request("patch", "PATCH", path(*target), patch, _MERGE)
+        if status == 200:
+            fixed: Obj = json.loads(body)
+            with self._lock:
+                self._remember(target, fixed, version)
+            return fixed
+        return self._failed("updating", target, status, body)
 
     def _write_status(self, target: Target, obj: Obj, want: Desired, written: float | None) -> float | None:
-        for _ in range(_ATTEMPTS):
-            meta = obj.get("metadata") or {}
-            current = obj.get("status") or {}
-            status = status_for(want, current, int(meta.get("generation") or 0), self._wall())
-            if status == current:
-                return None
-            now = self._clock()
-            if current.get("phase") == status["phase"] and written is not None and now - written < self.interval:
-                return written + self.interval - now  # coalesced: the latest desired state is written then
-            version = str(meta.get("resourceVersion") or "")
-            code, body = self._request("patch_status", "PATCH", path(*target, status=True),
-                                       {"metadata": {"resourceVersion": version},
-                                        "status": merge_patch(current, status)}, _MERGE)
-            if code == 200:
-                with self._lock:
-                    self._remember(target, json.loads(body), version)
-                    self._written[target] = now
-                return None
-            if code == 404:
-                with self._lock:
-                    if self._objects.get(target) is obj:
-                        del self._objects[target]
-                return 0.0
-            if code != 409:
-                return self._failed("writing the status of", target, code, body)
-            read = self._read(target)
-            if isinstance(read, float):
-                return read
-            obj = read
-        return _RETRY_SECONDS
-
-    def _read(self, target: Target) -> Obj | float:
-        status, body = self._request("get", "GET", path(*target))
-        if status == 200:
-            obj: Obj = json.loads(body)
+        meta = obj.get("metadata") or {}
+        current = obj.get("status") or {}
+        status = status_for(want, current, int(meta.get("generation") or 0), self._wall())
+        if status == current:
+            return None
+        now = self._clock()
+        if current.get("phase") == status["phase"] and written is not None and now - written < self.interval:
+            return written + self.interval - now  # coalesced: the latest desired state is written then
+        version = str(meta.get("resourceVersion") or "")
+        code, body = self._request("patch_status", "PATCH", path(*target, status=True),
+                                   {"metadata": {"resourceVersion": version}, "status": merge_patch(current, status)},
+                                   _MERGE)
+        if code == 200:
             with self._lock:
-                self._remember(target, obj)
-            return obj
-        if status == 404:
-            with self._lock:
-                self._objects.pop(target, None)
-            return 0.0
-        return self._failed("reading", target, status, body)
+                self._remember(target, json.loads(body), version)
+                self._written[target] = now
+            return None
+        if code == 404:  # deleted meanwhile: created again (a managed one) once its DELETED event is in
+            return _RETRY_SECONDS
+        return self._failed("writing the status of", target, code, body)
 
     def _root(self, want: Desired) -> Mapping[str, str]:
         if want.sample is None:
@@ -406,6 +376,10 @@ class PodGroupWriter:
         return status, raw
 
     def _failed(self, doing: str, target: Target, status: int, body: bytes) -> float:
+        """When to look again after a failed write. A 409: what it was computed against is stale, and the watch
+        brings the newer version (which queues the PodGroup again at once): it is computed again from that."""
+        if status == 409:
+            return _RETRY_SECONDS
         log.warning("%s PodGroup %s/%s: HTTP %s %s", doing, target[0], target[1], status or "(no response)",
                     body[:300])
         return _INVALID_SECONDS if status in (400, 403, 422) else _RETRY_SECONDS

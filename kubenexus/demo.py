@@ -4,7 +4,8 @@ Starts the local cluster (apiserver, scheduler, kubelet, operators), generates c
 starts and registers ``kubenexus webhook``, starts the gate controller, and submits: a Spark
 application, two PyTorchJobs that compete for the same GPUs, one that can never fit, and a job
 that did not opt in. It prints what happens to every pod, the webhook's reasons and the
-controller's events; halfway through, the first GPU job finishes and the waiting one starts.
+controller's events; halfway through, the first GPU job finishes and the waiting one starts. At the end,
+each gang's PodGroup as `kubectl get podgroups -A` shows it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import argparse
 import json
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,8 @@ from kube.client import new_api_client
 from kubenexus.local_webhook import LocalWebhook, register
 
 NAMESPACE = "demo"
+# The PodGroup CRD as shipped (deploy/base): the demo installs it, as `kubectl apply -k deploy/base` would.
+PODGROUP_CRD = Path(__file__).resolve().parent.parent / "deploy" / "base" / "podgroup-crd.yaml"
 WEBHOOK_IDENTITY = "system:serviceaccount:kubenexus-system:kubenexus-webhook"
 CONTROLLER_IDENTITY = "system:serviceaccount:kubenexus-system:kubenexus-controller"
 
@@ -125,6 +129,51 @@ def _finish(core: Any, job: str, timeline: Timeline) -> None:
     timeline.say(f"PyTorchJob {job} finished: its {len(pods)} pods Succeeded, their GPUs are free")
 
 
+def install_podgroup_crd(api_client: Any) -> bool:
+    """The PodGroup CRD of deploy/base; False when this installation has no deploy/ directory (a wheel)."""
+    if not PODGROUP_CRD.exists():
+        return False
+    import yaml
+
+    client.ApiextensionsV1Api(api_client).create_custom_resource_definition(yaml.safe_load(PODGROUP_CRD.read_text()))
+    return True
+
+
+def _age(created: str | None, now: float) -> str:
+    """kubectl's AGE (apimachinery's HumanDuration)."""
+    if not created:
+        return "<unknown>"
+    seconds = max(int(now - datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()), 0)
+    minutes, hours = seconds // 60, seconds // 3600
+    if seconds < 120:
+        return f"{seconds}s"
+    if minutes < 10:
+        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        return f"{hours // 24}d{hours % 24}h" if hours % 24 else f"{hours // 24}d"
+    return f"{hours // 24}d"
+
+
+def podgroup_table(groups: list[dict[str, Any]], now: float) -> str:
+    """``kubectl get podgroups -A`` as the CRD's printer columns make it (NAMESPACE, NAME, PHASE, MIN, PRESENT,
+    RUNNING, WAITING-FOR, AGE), from the objects."""
+    rows = [["NAMESPACE", "NAME", "PHASE", "MIN", "PRESENT", "RUNNING", "WAITING-FOR", "AGE"]]
+    for group in sorted(groups, key=lambda g: (g["metadata"].get("namespace", ""), g["metadata"]["name"])):
+        status, spec, meta = group.get("status") or {}, group.get("spec") or {}, group["metadata"]
+        rows.append([meta.get("namespace", ""), meta["name"], str(status.get("phase", "")),
+                     str(spec.get("minMember", "")), str(status.get("present", "")), str(status.get("running", "")),
+                     str(status.get("waitingFor", "")), _age(meta.get("creationTimestamp"), now)])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+                     for row in rows)
+
+
 def _decisions(log_path: Path, offset: int, timeline: Timeline) -> int:
     with open(log_path, encoding="utf-8") as handle:
         handle.seek(offset)
@@ -160,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             webhook.wait_ready()
             kube = config.new_client_from_config(cluster.kubeconfig)
+            podgroups = install_podgroup_crd(kube)
             register(client.AdmissionregistrationV1Api(kube), webhook)
             timeline.say(f"kubenexus webhook serving at {webhook.url}, registered for pod CREATE/UPDATE")
             gate_controller = Controller(new_api_client(cluster.add_user(CONTROLLER_IDENTITY), 32, 3), Config()).start()
@@ -198,6 +248,14 @@ def run(args: argparse.Namespace) -> int:
                   "free; giant can never fit (no node has 8 GPUs) and blocks no one; the job that did not opt in "
                   "was scheduled as usual. Ask why a gang waits with `kubenexus simulate` on a snapshot, or read "
                   "the events above with `kubectl describe`.")
+            if podgroups:
+                listed: Any = client.CustomObjectsApi(kube).list_cluster_custom_object(
+                    keys.PODGROUP_GROUP, keys.PODGROUP_VERSION, keys.PODGROUP_PLURAL)
+                groups: list[dict[str, Any]] = listed["items"]
+                print()
+                print("Each gang's PodGroup, kept by the gate controller:")
+                print("$ kubectl get podgroups -A")
+                print(podgroup_table(groups, time.time()))
         finally:
             if gate_controller is not None:
                 gate_controller.stop()

@@ -3,9 +3,10 @@
 Each check is a small function returning findings; the command prints them all (problems
 first) and exits 1 when any check found a problem. The checks read only what an operator
 with cluster-admin can read: webhook configurations, the certificate Secret, the controller's
-Lease, RBAC through SubjectAccessReviews, and the pods held by the gang gate with the
+Lease, RBAC through SubjectAccessReviews, the pods held by the gang gate with the
 controller's latest event about their gang (a gang waiting for capacity or members is reported
-as waiting, not as a problem).
+as waiting, not as a problem), and the gangs' PodGroups that are not running, with their phase
+and reason.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ def required_access(config: Config) -> dict[str, list[Access]]:
                    ("get", "coordination.k8s.io", "leases", ns, LEASE_NAME),
                    ("update", "coordination.k8s.io", "leases", ns, LEASE_NAME),
                    ("create", "coordination.k8s.io", "leases", ns, "")]
+    controller += [(verb, keys.PODGROUP_GROUP, keys.PODGROUP_PLURAL, "", "") for verb in ("list", "watch", "create",
+                                                                                         "patch")]
+    controller += [("patch", keys.PODGROUP_GROUP, f"{keys.PODGROUP_PLURAL}/status", "", "")]
     return {"kubenexus-webhook": webhook, "kubenexus-controller": controller}
 
 
@@ -247,7 +251,9 @@ def check_rbac(cluster: Cluster, config: Config, now: datetime.datetime) -> list
         user = f"system:serviceaccount:{config.namespace}:{account}"
         missing = []
         for verb, group, resource, namespace, name in needs:
-            attributes = {"verb": verb, "group": group, "resource": resource, "namespace": namespace, "name": name}
+            plural, _, subresource = resource.partition("/")  # "podgroups/status": a subresource
+            attributes = {"verb": verb, "group": group, "resource": plural, "subresource": subresource,
+                          "namespace": namespace, "name": name}
             review = cluster.create("/apis/authorization.k8s.io/v1/subjectaccessreviews", {
                 "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
                 "spec": {"user": user, "groups": groups, "resourceAttributes": attributes}})
@@ -312,8 +318,50 @@ def _gang_events(events: list[Obj], members: list[Obj]) -> list[Obj]:
     return sorted(ours, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
 
 
+# --- PodGroups -----------------------------------------------------------------------------------------------
+
+
+DONE_PHASES = ("Running", "Succeeded")  # nothing to say about these
+STUCK_PHASES = ("NeverFits", "NotCertifiable", "Failed")  # waiting will not help
+
+
+def check_podgroups(cluster: Cluster, config: Config, now: datetime.datetime) -> list[Finding]:
+    """Every gang's PodGroup that is not running (or done), with its phase and the controller's reason: a gang that
+    can never fit, cannot be certified, failed or waited past its schedule timeout is a problem; one waiting for its
+    members or capacity, or being released, is reported as waiting."""
+    found = cluster.get(f"/apis/{keys.PODGROUP_GROUP}/{keys.PODGROUP_VERSION}/{keys.PODGROUP_PLURAL}")
+    if found is None:
+        return [Finding(False, "podgroups", f"the PodGroup CRD ({keys.PODGROUP_PLURAL}.{keys.PODGROUP_GROUP}) is not "
+                        "installed: gangs have no PodGroup to show their phase; apply the manifests again "
+                        "(kubectl apply -k deploy/...)")]
+    groups = found.get("items") or []
+    findings = []
+    for group in sorted(groups, key=lambda g: (g["metadata"].get("namespace", ""), g["metadata"].get("name", ""))):
+        status = group.get("status") or {}
+        phase = status.get("phase") or "(no status yet)"
+        if phase in DONE_PHASES:
+            continue
+        meta = group["metadata"]
+        timed_out = any(c.get("type") == "TimedOut" and c.get("status") == "True"
+                        for c in status.get("conditions") or [] if isinstance(c, dict))
+        since = _time(status.get("scheduleStartTime"))
+        waited = f" for {(now - since).total_seconds():.0f}s" if since is not None else ""
+        counts = f"{status.get('present', 0)}/{(group.get('spec') or {}).get('minMember', '?')} present"
+        text = (f"{meta.get('namespace')}/{meta.get('name')}: {phase}{waited} ({counts}"
+                + (f", waiting for {status['waitingFor']}" if status.get("waitingFor") and phase not in STUCK_PHASES
+                   else "") + ")"
+                + (f" — {status['reason']}" if status.get("reason") else "")
+                + (" — TimedOut: waiting longer than its schedule timeout" if timed_out else ""))
+        stuck = phase in STUCK_PHASES or timed_out
+        findings.append(Finding(not stuck, "podgroups", text, info=not stuck))
+    running = sum(1 for g in groups if ((g.get("status") or {}).get("phase")) in DONE_PHASES)
+    findings.append(Finding(True, "podgroups", f"{len(groups)} PodGroup(s): {running} running or succeeded, "
+                            f"{len(groups) - running} not"))
+    return findings
+
+
 CHECKS: tuple[Callable[[Cluster, Config, datetime.datetime], list[Finding]], ...] = (
-    check_certificates, check_endpoints, check_leader, check_rbac, check_gated)
+    check_certificates, check_endpoints, check_leader, check_rbac, check_gated, check_podgroups)
 
 
 def diagnose(cluster: Cluster, config: Config, now: datetime.datetime | None = None) -> list[Finding]:

@@ -23,7 +23,10 @@ import yaml
 from controller.engine import Cycle, Engine
 from controller.owners import Step, resolve, root_annotations
 from controller.state import ClusterState
+from controller.status import Desired, Tracker, new_podgroup, podgroup_name, status_for
+from gang import keys
 from gang.config import Config, config_or_exit
+from gang.kinds import POD_GROUP
 from gang.objects import MemorySource, Obj
 
 T = TypeVar("T")
@@ -86,6 +89,13 @@ def _timestamp(now: float) -> str:
 
 def simulate(objects: list[Obj], config: Config, now: float) -> tuple[Cycle, list[Obj]]:
     """One decision pass over the snapshot; also the pods admission left unresolved that are released now."""
+    cycle, ungated, _ = simulate_podgroups(objects, config, now)
+    return cycle, ungated
+
+
+def simulate_podgroups(objects: list[Obj], config: Config, now: float) -> tuple[Cycle, list[Obj], list[Obj]]:
+    """``simulate``, and each gang's PodGroup as the controller would write it after the pass (gangs without a root
+    object get none: nothing would own it)."""
     state = ClusterState(config.replacement_grace_seconds)
     roots = MemorySource([o for o in objects if o.get("kind") not in ("Node", "Pod")])
     ungated: list[Obj] = []
@@ -108,25 +118,50 @@ def simulate(objects: list[Obj], config: Config, now: float) -> tuple[Cycle, lis
             elif resolution.action is Step.JOIN:
                 state.upsert_pod(jsonpatch.apply_patch(pod, resolution.patch), now)
     engine = Engine(state, config, lambda pod: root_annotations(roots, pod))
-    return engine.cycle(now), ungated
+    cycle = engine.cycle(now)
+    changed, _ = Tracker().update(cycle, state, now)
+    return cycle, ungated, [_podgroup(want, roots, now) for want in changed]
 
 
-def report(cycle: Cycle, ungated: list[Obj]) -> Obj:
+def _podgroup(want: Desired, roots: MemorySource, now: float) -> Obj:
+    """The PodGroup the controller keeps for the gang: created (with the spec it manages), or the user's that names
+    the gang, with the status written after this pass; one without an owner for a gang with no root object."""
+    annotations = root_annotations(roots, want.sample) if want.sample is not None else {}
+    obj = new_podgroup(want, annotations)
+    user = roots.get(POD_GROUP, keys.PODGROUP_API_VERSION, want.namespace, want.name) \
+        if want.root is not None and want.root.explicit else None
+    if user is not None:
+        obj = {k: user[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in user}
+    obj["status"] = status_for(want, None, int((obj.get("metadata") or {}).get("generation") or 1), now)
+    return obj
+
+
+def report(cycle: Cycle, ungated: list[Obj], podgroups: list[Obj] | None = None) -> Obj:
     gangs = [{"namespace": d.key[0], "name": d.key[1], "decision": d.decision, "reason": d.reason,
               "plan": dict(sorted(d.plan.items())), "released": sorted(d.released)}
              for d in sorted(cycle.gangs, key=lambda d: (d.key[0], d.key[1], d.key[2]))]
     deleted = [{"namespace": e.key[0], "gang": e.key[1], "whole_gang": e.whole_gang, "reason": e.reason,
                 "message": e.message, "pods": sorted(p.name for p in e.pods)}
                for e in sorted(cycle.evictions, key=lambda e: (e.key[0], e.key[1]))]
-    return {"gangs": gangs, "ungated": ungated, "deleted": deleted}
+    result: Obj = {"gangs": gangs, "ungated": ungated, "deleted": deleted}
+    if podgroups is not None:
+        result["podgroups"] = sorted(podgroups, key=lambda g: (g["metadata"]["namespace"], g["metadata"]["name"]))
+    return result
 
 
 def _text(result: Obj) -> str:
     lines = []
+    groups = {(g["metadata"]["namespace"], g["metadata"]["name"]): g for g in result.get("podgroups") or []}
     for gang in result["gangs"]:
         lines.append(f"{gang['namespace']}/{gang['name']}: {gang['decision']} — {gang['reason']}")
         for pod, node in gang["plan"].items():
             lines.append(f"    {pod} → {node or '(unpinned)'}")
+        group = groups.get((gang["namespace"], podgroup_name(gang["name"])))
+        if group is not None:
+            status, size = group["status"], group["spec"]["minMember"]
+            lines.append(f"    PodGroup {group['metadata']['name']}: {status['phase']}, min {size}, "
+                         f"present {status['present']}, running {status['running']}"
+                         + (f", waiting for {status['waitingFor']}" if status.get("waitingFor") else ""))
     for pod in result["ungated"]:
         lines.append(f"{pod['namespace']}/{pod['name']}: not a gang member, released — {pod['reason']}")
     for eviction in result["deleted"]:  # a whole gang's reason is its decision's, printed above
@@ -164,11 +199,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"kubenexus simulate: {args.scenario}: {exc}", file=sys.stderr)
         return 2
     try:
-        cycle, ungated = simulate(objects, config, now)
+        cycle, ungated, podgroups = simulate_podgroups(objects, config, now)
     except ScenarioError as exc:
         print(f"kubenexus simulate: {args.scenario}: {exc}", file=sys.stderr)
         return 2
-    result = report(cycle, ungated)
+    result = report(cycle, ungated, podgroups)
     print(json.dumps(result, indent=2) if args.json else _text(result))
     return 0
 

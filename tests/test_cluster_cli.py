@@ -70,6 +70,13 @@ def test_demo_shows_gated_gangs_and_the_job_that_did_not_opt_in():
     assert "pod adhoc-report-driver (owner SparkApplication/adhoc-report) created, not gated" in out
     assert "is not opted in to gang scheduling" in out  # the webhook's reason for the job left alone
     assert "pod adhoc-report-driver is Running" in out
+    # at the end, each gang's PodGroup as `kubectl get podgroups -A` shows it (the printer columns of its CRD)
+    table = out[out.index("$ kubectl get podgroups -A"):].splitlines()[1:]
+    assert table[0].split() == ["NAMESPACE", "NAME", "PHASE", "MIN", "PRESENT", "RUNNING", "WAITING-FOR", "AGE"]
+    rows = {line.split()[1]: line.split() for line in table[1:] if line.strip()}
+    assert set(rows) == {"spark-pi", "resnet", "bert", "giant"}, table
+    assert rows["giant"][2:4] == ["NeverFits", "2"] and "never fits" in " ".join(rows["giant"]), table
+    assert rows["spark-pi"][3] == "5" and rows["resnet"][3] == "4", table
     assert time.monotonic() - started < 90
 
 

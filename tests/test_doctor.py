@@ -40,6 +40,7 @@ from kubenexus.local_webhook import KUBENEXUS, LocalWebhook, free_port
 from tests.support.contract import CONTROLLER, GROUP, MIN, OPT_IN
 from tests.support.deploy import SECRET, WEBHOOK, Kubectl, bundles_installed, secret_bundle
 from tests.support.kube import Kube
+from tests.support.podgroups import podgroup
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -151,6 +152,10 @@ def gang_pod(name: str, group: str, size: int) -> Obj:
                                      "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}
 
 
+def podgroup_status(kube: Kube, namespace: str, name: str) -> Obj:
+    return (podgroup(kube.api_client, namespace, name) or {}).get("status") or {}
+
+
 def pod_events(kube: Kube, namespace: str, name: str, reason: str) -> list[str]:
     items = json.loads(kube.core.list_namespaced_event(namespace, _preload_content=False).data)["items"]
     return [e.get("message", "") for e in items
@@ -187,6 +192,8 @@ def test_a_healthy_installation(install: Install) -> None:
     [gang] = lines(out, "gated pods")
     assert gang.startswith("waiting") and f"{install.namespace}/waiting: 1 pod(s) SchedulingGated" in gang, out
     assert "GangWaiting: 1/2 members present" in gang, out
+    # PodGroups: the CRD is installed; the waiting gang of bare pods has no root, hence no PodGroup
+    assert lines(out, "podgroups") and all(line.startswith("ok") for line in lines(out, "podgroups")), out
     # what it checked against: the installed configuration (deploy/base/config.yaml), read from the cluster
     [configuration] = lines(out, "configuration")
     assert configuration.startswith("ok") and "ConfigMap kubenexus-system/kubenexus-config" in configuration, out
@@ -429,12 +436,22 @@ def test_a_stuck_gang(install: Install, case: str) -> None:
         else:
             kube.create(ns, job(root, "2", {"kubenexus.io/schedule-timeout-seconds": "1"}))
         wait_for(lambda: pod_events(kube, ns, root, reason), TIMEOUT, f"a {reason} event on Job {root}")
+        group = {p["metadata"]["labels"][GROUP] for p in kube.pods(ns, f"batch.kubernetes.io/job-name={root}")}
+        assert len(group) == 1
+        name = next(iter(group))
+        phase = "NeverFits" if case == "never-fits" else "Waiting"
+        wait_for(lambda: podgroup_status(kube, ns, name).get("phase") == phase and (
+            case == "never-fits" or '"TimedOut", "status": "True"' in json.dumps(podgroup_status(kube, ns, name))),
+            TIMEOUT, f"the PodGroup {name} {phase}")
         code, out = install.doctor()
         assert code == 1, out
-        [stuck] = problems(out)
+        [stuck] = [line for line in problems(out) if "[gated pods]" in line]
+        [pod_group] = [line for line in problems(out) if "[podgroups]" in line]
+        assert pod_group.startswith(f"PROBLEM  [podgroups] {ns}/{name}: {phase} for "), out
+        assert "2/2 present" in pod_group, out
+        assert "needs 16 cpu" in pod_group if case == "never-fits" else "TimedOut" in pod_group, out
         assert stuck.startswith("PROBLEM  [gated pods]") and ": 2 pod(s) SchedulingGated for " in stuck, out
-        group = {p["metadata"]["labels"][GROUP] for p in kube.pods(ns, f"batch.kubernetes.io/job-name={root}")}
-        assert len(group) == 1 and f"{ns}/{group.pop()}: 2 pod(s)" in stuck, out
+        assert f"{ns}/{name}: 2 pod(s)" in stuck, out
         assert reason in stuck, out
         if case == "never-fits":
             assert "can never fit" in stuck, out

@@ -55,6 +55,10 @@ from tests.support.deploy import (
     webhook_configurations,
 )
 from tests.support.kube import Kube, pods_resource
+from tests.support.podgroups import GROUP as PODGROUP_GROUP
+from tests.support.podgroups import PLURAL as PODGROUP_PLURAL
+from tests.support.podgroups import VERSION as PODGROUP_VERSION
+from tests.support.podgroups import podgroup
 from tests.support.polling import wait_for
 from tests.support.roots import (
     OPTED_IN,
@@ -79,6 +83,7 @@ pytestmark = pytest.mark.e2e
 
 CONTROLLER = f"system:serviceaccount:{NAMESPACE}:kubenexus-controller"
 TIMEOUT = 30.0
+PODGROUPS = (PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL)
 
 
 def groups_of(username: str) -> tuple[str, ...]:
@@ -219,6 +224,14 @@ def owner_reference(obj: Obj) -> Obj:
             "uid": obj["metadata"]["uid"], "controller": True}
 
 
+def install_crds(kube: Kube, rendered: list[Obj]) -> None:
+    """The product's own CRDs (the PodGroup), created as `kubectl apply` would."""
+    extensions = client.ApiextensionsV1Api(kube.api_client)
+    for obj in rendered:
+        if obj.get("kind") == "CustomResourceDefinition":
+            extensions.create_custom_resource_definition(obj)
+
+
 def install_rbac(kube: Kube, rendered: list[Obj]) -> None:
     """The rendered Roles, ClusterRoles and bindings, stored in the cluster as `kubectl apply` would."""
     rbac = client.RbacAuthorizationV1Api(kube.api_client)
@@ -238,6 +251,7 @@ def run(tmp_path_factory: pytest.TempPathFactory, tls: Any) -> Iterator[Run]:
         cluster.run_components()
         kube = Kube(config.new_client_from_config(cluster.kubeconfig))
         kube.core.create_namespace({"metadata": {"name": NAMESPACE}})
+        install_crds(kube, result.rendered)
         install_rbac(kube, result.rendered)
         cluster.enforce_rbac(WEBHOOK, CONTROLLER)  # the components run with exactly these permissions
         started: list[Any] = []
@@ -304,6 +318,18 @@ def scenario(cluster: LocalCluster, kube: Kube, workdir: Path, tls: Any, result:
         TIMEOUT, "LeaderWorkerSet worker pods")
     cron_pods = wait_for(lambda: pods_with("batch.kubernetes.io/job-name", "nightly-etl-28000000"), TIMEOUT,
                          "the CronJob's Job's pod")
+
+    # --- each gang's PodGroup: created, its status written; a drifted spec is restored ---
+    def resnet_group() -> Obj | None:
+        return podgroup(kube.api_client, ns, "resnet")
+
+    wait_for(lambda: (resnet_group() or {}).get("status"), TIMEOUT, "the PodGroup of the PyTorchJob with a status")
+    kube.custom.patch_namespaced_custom_object(PODGROUPS[0], PODGROUPS[1], ns, PODGROUPS[2], "resnet",
+                                               {"spec": {"minMember": 99}})
+    checks["podgroup spec restored"] = wait_for(
+        lambda: (lambda size: size if size not in (None, 99) else None)((resnet_group() or {}).get("spec", {}).get(
+            "minMember")), TIMEOUT,
+        lambda: f"the PodGroup's spec restored: {resnet_group()}")
 
     # --- pods admission left unresolved: the controller decides again ---
     for source, name in ((workers[0], "vllm-unresolved"), (cron_pods[0], "cron-unresolved")):
@@ -395,6 +421,7 @@ def test_the_scenario_exercised_the_components(run: Run) -> None:
     assert run.checks["escaped"], "the escaped LWS worker was deleted"
     assert run.checks["event count"] == 2
     assert run.checks["lease holder"], "the standby took the Lease over"
+    assert run.checks["podgroup spec restored"] == 3, "the PyTorchJob's master and 2 workers"
     for user in (WEBHOOK, CONTROLLER):
         assert len(run.records[user]) > 50, f"{user} made only {len(run.records[user])} requests"
 

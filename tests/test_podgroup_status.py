@@ -12,6 +12,7 @@ import datetime
 import json
 from typing import Any
 
+import jsonschema
 import pytest
 
 from controller.engine import Cycle, Engine
@@ -29,6 +30,7 @@ from controller.status import (
 )
 from gang.config import Config
 from tests.support.contract import EXPECTED, GATE, GROUP, MIN, OWNER, OWNER_UID, PLANNED_NODE
+from tests.support.podgroups import crd
 from tests.support.state_objects import node
 
 pytestmark = pytest.mark.unit
@@ -346,3 +348,46 @@ def test_a_status_never_varies_with_time_alone() -> None:
     state, engine = world(busy("o-0", "n0"), member("w-0", "3"), member("w-1", "3"), schedule_timeout_seconds=1000.0)
     statuses = [job(state, engine, at).status for at in (1, 30, 200)]  # starving from 300 s on
     assert statuses[0] == statuses[1] == statuses[2]
+
+
+# --- the contract: deploy/base/podgroup-crd.yaml ------------------------------------------------------------------
+
+
+def _schemas(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        yield schema
+        for value in schema.values():
+            yield from _schemas(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            yield from _schemas(value)
+
+
+def test_the_crd_schema_is_structural() -> None:
+    """Every type is an OpenAPI type and every format one the apiserver knows (a typo makes the CRD invalid)."""
+    schema = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    types = {s["type"] for s in _schemas(schema) if isinstance(s.get("type"), str)}
+    assert types <= {"object", "array", "string", "integer", "number", "boolean"}, types
+    formats = {s["format"] for s in _schemas(schema) if isinstance(s.get("format"), str)}
+    assert formats <= {"int32", "int64", "date-time"}, formats
+
+
+def test_what_the_controller_writes_validates_against_the_crd() -> None:
+    """The objects of every phase above, created and with their status, against the CRD's schema."""
+    validator = jsonschema.Draft7Validator(crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    driver = member("driver", size=5)
+    driver["metadata"]["annotations"][EXPECTED] = json.dumps([{"role": "executor", "count": 4,
+                                                               "requests": {"cpu": "1"}}])
+    cases = [world(member("w-0", size=3)), world(busy("o-0", "n0"), member("w-0", "3"), member("w-1", "3")),
+             world(member("w-0", "9"), member("w-1")), world(driver),
+             world(busy("o-0", "n0"), busy("o-1", "n1"), member("w-0", "3"), member("w-1", "3"),
+                   starvation_seconds=5.0, schedule_timeout_seconds=5.0)]
+    phases = set()
+    for state, engine in cases:
+        want = job(state, engine, 10)
+        obj = new_podgroup(want, {"kubenexus.io/schedule-timeout-seconds": "30"})
+        obj["status"] = status_for(want, None, 1, START + 10)
+        errors = [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(obj)]
+        assert not errors, (want.phase, errors)
+        phases.add(want.phase)
+    assert phases == {Phase.PENDING, Phase.WAITING, Phase.NEVER_FITS, Phase.RELEASING}

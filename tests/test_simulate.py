@@ -78,7 +78,7 @@ def output(scenario: str, now: str = NOW) -> dict[str, Any]:
 def simulate(scenario: str, now: str = NOW) -> dict[str, dict[str, Any]]:
     """The gangs ``kubenexus simulate --json`` reports, by name (names are unique within each scenario)."""
     result = output(scenario, now)
-    assert set(result) == {"gangs", "ungated", "deleted"}
+    assert set(result) == {"gangs", "ungated", "deleted", "podgroups"}
     gangs = {gang["name"]: gang for gang in result["gangs"]}
     assert len(gangs) == len(result["gangs"])
     for gang in result["gangs"]:
@@ -632,3 +632,39 @@ def test_malformed_input_is_refused_with_a_clear_message(tmp_path):
     assert done["shape"].stderr == f"kubenexus simulate: {shape}: a Pod without metadata.name\n"
     assert done["quantity"].stderr == f"kubenexus simulate: {quantity}: Node trap-a: not a quantity: 'four'\n"
     assert "--now: 'yesterday' is not an RFC 3339 time" in done["now"].stderr
+
+
+# --- each gang's PodGroup ------------------------------------------------------------------------------------------
+
+
+def test_each_gang_shows_its_podgroup() -> None:
+    """gpu.yaml: llama (4 x 4 GPU) waits for GPUs, resnet (2 x 1 GPU) is released, vit can never fit. The PodGroups
+    say the same in their phase, size, counts and the short reason the printer column shows."""
+    result = output("gpu.yaml")
+    groups = {g["metadata"]["name"]: g for g in result["podgroups"]}
+    assert set(groups) == {"llama", "resnet", "vit"}
+    summary = {name: (g["status"]["phase"], g["spec"]["minMember"], g["status"]["present"], g["status"]["running"],
+                      g["status"]["waitingFor"]) for name, g in groups.items()}
+    assert summary == {"llama": ("Waiting", 4, 4, 0, f"capacity: {GPU}"), "resnet": ("Releasing", 2, 2, 0, "2 to bind"),
+                       "vit": ("NeverFits", 2, 2, 0, "never fits")}
+    for name, group in groups.items():
+        assert group["apiVersion"] == "scheduling.kubenexus.io/v1alpha1" and group["kind"] == "PodGroup"
+        assert group["metadata"]["namespace"] == "ml"
+        assert group["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kubenexus-gate-controller"
+        [owner] = group["metadata"]["ownerReferences"]
+        gang = simulate("gpu.yaml")[name]
+        assert group["status"]["reason"] == gang["reason"]
+        assert owner["kind"] and owner["uid"], owner
+    assert groups["resnet"]["status"]["nodes"] == sorted(set(simulate("gpu.yaml")["resnet"]["plan"].values()))
+    text = run_cli(str(SCENARIOS / "gpu.yaml"), "--now", NOW).stdout.splitlines()
+    assert f"    PodGroup llama: Waiting, min 4, present 4, running 0, waiting for capacity: {GPU}" in text
+    assert "    PodGroup vit: NeverFits, min 2, present 2, running 0, waiting for never fits" in text
+    resnet = text.index("    PodGroup resnet: Releasing, min 2, present 2, running 0, waiting for 2 to bind")
+    assert text[resnet - 3].startswith("ml/resnet: release"), "after its gang's line and plan"
+
+
+def test_a_staged_gang_shows_its_expected_members() -> None:
+    result = output("spark-driver.yaml")
+    [group] = [g for g in result["podgroups"] if g["metadata"]["name"] == "pi"]
+    assert group["spec"]["minMember"] == 1 + group["spec"]["expectedMembers"]
+    assert group["status"]["expected"] == group["spec"]["expectedMembers"] > 0
