@@ -49,13 +49,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import yaml  # noqa: E402
 
 from controller import slim  # noqa: E402
 from controller.engine import Cycle, Engine, Verdict  # noqa: E402
 from controller.owners import root_annotations  # noqa: E402
 from controller.run import WATCHED  # noqa: E402
 from controller.state import ClusterState  # noqa: E402
+from controller.status import Tracker  # noqa: E402
 from gang import keys  # noqa: E402
 from gang.config import Config  # noqa: E402
 from gang.decide import decide  # noqa: E402
@@ -838,6 +842,36 @@ def bench_decision(world: World, gang: Gang, label: str, repeat: int, goal: bool
             Row("1 decision", f"{label}, warm", median(warm) * 1e3, "ms", limit, _cpu_note(repeat))]
 
 
+def bench_status(world: World, gang: Gang, repeat: int) -> list[Row]:
+    """Each gang's PodGroup computed on the loop after a pass (``Tracker.update``): cold (a fresh tracker: every
+    gang of the cluster), and warm (the same tracker after one member of the gang changed: that gang only)."""
+    add_gang(world, gang)
+    cold, warm = [], []
+    count = 0
+    try:
+        engine = world.engine()
+        cycle = engine.cycle(NOW)
+        for _ in range(repeat):
+            tracker = Tracker()
+            started = time.perf_counter()
+            changed, _ = tracker.update(cycle, world.state, NOW)
+            cold.append(time.perf_counter() - started)
+            count = len(changed)
+        for n in range(repeat):
+            world.state.upsert_pod(pod_event(gang.pods[n % len(gang.pods)], n), NOW)
+            cycle = engine.cycle(NOW)
+            started = time.perf_counter()
+            changed, _ = tracker.update(cycle, world.state, NOW)
+            warm.append(time.perf_counter() - started)
+        unrelease(world, engine, [gang])
+    finally:
+        remove_gang(world, gang)
+    return [Row("1 decision", f"PodGroups of every gang after a pass (Tracker, cold: {count} gangs)",
+                median(cold) * 1e3, "ms", None, "on the loop, after Engine.cycle; not part of the decision"),
+            Row("1 decision", "PodGroups after a pass (warm: one member of the gang changed)", median(warm) * 1e3,
+                "ms", None, f"the {len(gang.pods)}-member gang's PodGroup computed again")]
+
+
 # --- 2. one watch event ----------------------------------------------------------------------------------------
 
 
@@ -1242,7 +1276,7 @@ def bench_release(size: int, repeat: int, workdir: Path) -> list[Row]:
 
     nodes = [NodeSpec(f"node-{i}", cpu="32", memory="128Gi") for i in range(max(4, size * repeat // 60 + 1))]
     latencies, firsts, spreads = [], [], []
-    floor = 0.0
+    floor, podgroup_writes = 0.0, 0
     with LocalCluster(nodes=nodes, workdir=str(workdir / "cluster")) as cluster:
         cluster.run_components()
         tls = generate("kubenexus-webhook", "kubenexus-system", str(workdir / "certs"), extra_dns=["localhost"],
@@ -1254,6 +1288,9 @@ def bench_release(size: int, repeat: int, workdir: Path) -> list[Row]:
             hook.wait_ready()
             api = config.new_client_from_config(cluster.kubeconfig)
             register(client.AdmissionregistrationV1Api(api), hook)
+            # the PodGroup CRD as deploy/base installs it: the controller keeps each gang's PodGroup meanwhile
+            client.ApiextensionsV1Api(api).create_custom_resource_definition(
+                yaml.safe_load((ROOT / "deploy" / "base" / "podgroup-crd.yaml").read_text()))
             port = free_port()
             with open(log, "w") as out:
                 controller = subprocess.Popen(
@@ -1284,6 +1321,8 @@ def bench_release(size: int, repeat: int, workdir: Path) -> list[Row]:
                 finally:
                     watch.stop()
             floor = _patch_floor(core, namespace, size)
+            podgroup_writes = sum(1 for r in cluster.audit.snapshot(CONTROLLER_IDENTITY)
+                                  if r.request.resource == "podgroups" and r.request.verb in ("create", "patch"))
         finally:
             if controller is not None:
                 controller.terminate()
@@ -1292,7 +1331,8 @@ def bench_release(size: int, repeat: int, workdir: Path) -> list[Row]:
                 except subprocess.TimeoutExpired:
                     controller.kill()
             hook.stop()
-    note = (f"runs: {', '.join(f'{x * 1e3:.0f} ms' for x in latencies)}; first gate gone after "
+    note = (f"runs: {', '.join(f'{x * 1e3:.0f} ms' for x in latencies)}; {podgroup_writes} PodGroup writes in "
+            f"{repeat} run(s); first gate gone after "
             f"{median(firsts) * 1e3:.0f} ms; {size} plain PATCHes through the same apiserver + webhook take "
             f"{floor:.2f} s; the Job controller took {median(spreads):.1f} s to create the pods")
     return [Row("4 emulator", f"{size}-member gang: last creation → all gates removed (median of {repeat})",
@@ -1501,6 +1541,7 @@ def main() -> int:
                                    f"{gang_size}-member PyTorchJob", repeat, goal=True)
             rows += bench_decision(world, spark_gang(rng, "analytics", "etl", gang_size - 1),
                                    f"Spark driver + {gang_size - 1} expected executors", repeat, goal=True)
+            rows += bench_status(world, pytorch_gang(rng, "ml-research", "status", gang_size), repeat)
             print_progress(rows, began)
         if "2" in args.only:
             gang = pytorch_gang(random.Random(8), "ml-research", "events", gang_size)
