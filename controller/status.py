@@ -356,7 +356,9 @@ def desired(decision: GangDecision, members: list[PodView], facts: Facts, now: f
     sample = gang.sample if gang else (members[0] if members else None)
     classes = Counter(p.priority_class for p in kept if p.priority_class)
     started = gang.oldest if gang and gang.oldest > 0 else now - decision.waited
-    return Desired(decision.key, podgroup_name(decision.key[1]), root_of(sample) if sample else None, sample, phase,
+    root = root_of(sample) if sample else None
+    name = root.name if root is not None and root.explicit else podgroup_name(decision.key[1])  # the user's PodGroup
+    return Desired(decision.key, name, root, sample, phase,
                    min_member, len(expected), classes.most_common(1)[0][0] if classes else "", status,
                    started if started > 0 else now, now, all(p.deleting for p in members))
 

@@ -19,7 +19,8 @@ def test_every_metric_is_exposed_with_its_name() -> None:
     for name in ("kubenexus_controller_gangs", "kubenexus_controller_gang_wait_seconds",
                  "kubenexus_controller_release_latency_seconds", "kubenexus_controller_patch_errors_total",
                  "kubenexus_controller_decision_seconds", "kubenexus_controller_gang_timeouts_total",
-                 "kubenexus_controller_is_leader", "kubenexus_controller_events_dropped_total"):
+                 "kubenexus_controller_is_leader", "kubenexus_controller_events_dropped_total",
+                 "kubenexus_controller_gangs_by_phase", "kubenexus_controller_podgroup_requests_total"):
         assert f"# TYPE {name} " in text, name
 
 
@@ -39,6 +40,20 @@ def test_set_gang_counts_zeroes_the_states_not_given_and_rejects_unknown_ones() 
     with pytest.raises(ValueError, match="gone"):
         metrics.set_gang_counts({"gone": 1})
     assert sample(metrics, "kubenexus_controller_gangs", state="waiting") == 1
+
+
+def test_gangs_by_phase_every_phase_from_the_start_bounded_by_phase_not_by_gang() -> None:
+    metrics = new_metrics()
+    phases = ("Pending", "Waiting", "Releasing", "Running", "Succeeded", "Failed", "NeverFits", "NotCertifiable")
+    assert {p: sample(metrics, "kubenexus_controller_gangs_by_phase", phase=p) for p in phases} == \
+        dict.fromkeys(phases, 0.0)
+    metrics.set_gang_phases({"Waiting": 2, "Running": 5})
+    metrics.set_gang_phases({"Running": 4, "NeverFits": 1})
+    assert {p: sample(metrics, "kubenexus_controller_gangs_by_phase", phase=p) for p in phases} == \
+        {**dict.fromkeys(phases, 0.0), "Running": 4.0, "NeverFits": 1.0}
+    with pytest.raises(ValueError, match="Gone"):
+        metrics.set_gang_phases({"Gone": 1})
+    assert sample(metrics, "kubenexus_controller_podgroup_requests_total", verb="patch_status", outcome="ok") == 0
 
 
 def test_each_controller_counts_in_its_own_registry() -> None:

@@ -205,7 +205,7 @@ def test_pytorchjob_waiting_then_running_and_succeeded(kube: Kube, ns: str,
 
 def test_never_fits_not_certifiable_and_timed_out(kube: Kube, ns: str,
                                                  controllers: Callable[..., Controller]) -> None:
-    controllers()
+    controller = controllers()
     kube.create(ns, torch_job("giant", 1, cpu="5"))  # no node has 5 cpu
     spread = torch_job("spread", 1, cpu="100m")
     for replica in spread["spec"]["pytorchReplicaSpecs"].values():
@@ -230,6 +230,10 @@ def test_never_fits_not_certifiable_and_timed_out(kube: Kube, ns: str,
     assert phase(timed) == "Waiting" and timed["spec"]["scheduleTimeoutSeconds"] == 1
     assert condition(timed, "TimedOut")["reason"] == "ScheduleTimeout"
     stays(lambda: all(gated(p) for p in kube.pods(ns, f"{JOB_NAME}=late")), "the timed-out gang stays gated")
+    by_phase = {phase_: controller.metrics.registry.get_sample_value("kubenexus_controller_gangs_by_phase",
+                                                                     {"phase": phase_})
+                for phase_ in ("NeverFits", "NotCertifiable", "Waiting", "Running")}
+    assert by_phase == {"NeverFits": 1.0, "NotCertifiable": 1.0, "Waiting": 1.0, "Running": 1.0}, by_phase
 
 
 def test_the_podgroup_is_collected_with_its_root(kube: Kube, ns: str,
