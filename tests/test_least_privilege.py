@@ -325,11 +325,10 @@ def scenario(cluster: LocalCluster, kube: Kube, workdir: Path, tls: Any, result:
 
     wait_for(lambda: (resnet_group() or {}).get("status"), TIMEOUT, "the PodGroup of the PyTorchJob with a status")
     kube.custom.patch_namespaced_custom_object(PODGROUPS[0], PODGROUPS[1], ns, PODGROUPS[2], "resnet",
-                                               {"spec": {"minMember": 99}})
+                                               {"spec": {"scheduleTimeoutSeconds": 99}})  # minMember is immutable
     checks["podgroup spec restored"] = wait_for(
-        lambda: (lambda size: size if size not in (None, 99) else None)((resnet_group() or {}).get("spec", {}).get(
-            "minMember")), TIMEOUT,
-        lambda: f"the PodGroup's spec restored: {resnet_group()}")
+        lambda: (lambda spec: spec.get("minMember") if "scheduleTimeoutSeconds" not in spec else None)(
+            (resnet_group() or {}).get("spec", {})), TIMEOUT, lambda: f"the PodGroup's spec restored: {resnet_group()}")
 
     # --- pods admission left unresolved: the controller decides again ---
     for source, name in ((workers[0], "vllm-unresolved"), (cron_pods[0], "cron-unresolved")):

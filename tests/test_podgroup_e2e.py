@@ -300,10 +300,11 @@ def test_a_managed_podgroup_is_restored_and_recreated(kube: Kube, ns: str,
     controllers()
     kube.create(ns, torch_job("kept", 1, cpu="100m"))
     group = wait_podgroup(kube, ns, "kept", in_phase("Running"), "Running")
-    kube.custom.patch_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "kept", {"spec": {"minMember": 9}})
+    kube.custom.patch_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "kept",  # minMember is immutable
+                                               {"spec": {"scheduleTimeoutSeconds": 9}})
     kube.custom.patch_namespaced_custom_object_status(GROUP, VERSION, ns, PLURAL, "kept",
                                                       {"status": {"phase": "Failed"}})
-    wait_podgroup(kube, ns, "kept", lambda o: o["spec"]["minMember"] == 2 and phase(o) == "Running",
+    wait_podgroup(kube, ns, "kept", lambda o: o["spec"] == {"minMember": 2} and phase(o) == "Running",
                   "spec and status restored")
     kube.custom.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "kept")
     again = wait_podgroup(kube, ns, "kept", in_phase("Running"), "created again")
@@ -319,3 +320,29 @@ def test_pods_of_the_gang_stay_as_they_are(kube: Kube, ns: str, controllers: Cal
              lambda: f"3 running: {describe(kube.pods(ns))}")
     assert len(client.CustomObjectsApi(kube.api_client).list_namespaced_custom_object(
         GROUP, VERSION, ns, PLURAL)["items"]) == 1
+
+
+def test_an_explicit_gangs_podgroup_gets_its_status(kube: Kube, ns: str,
+                                                   controllers: Callable[..., Controller]) -> None:
+    """A user-created PodGroup of minMember 2 that bare pods name is their gang's root: the controller writes its
+    status (Pending with one member, Running with both), never its spec or labels, and creates no other."""
+    controllers()
+    mine = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "PodGroup", "metadata": {"name": "pair"},
+            "spec": {"minMember": 2}}
+    created = kube.custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, mine)
+
+    def bare(name: str) -> Obj:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {
+                "pod-group.scheduling.kubenexus.io/name": "pair"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox",
+                                         "resources": {"requests": {"cpu": "100m"}}}]}}
+
+    kube.core.create_namespaced_pod(ns, bare("pair-0"))
+    pending = wait_podgroup(kube, ns, "pair", in_phase("Pending"), "Pending with one member")
+    assert (pending["status"]["present"], pending["status"]["waitingFor"]) == (1, "1 member")
+    kube.core.create_namespaced_pod(ns, bare("pair-1"))
+    group = wait_podgroup(kube, ns, "pair", lambda o: phase(o) == "Running" and o["status"]["running"] == 2,
+                          "Running")
+    assert group["spec"] == {"minMember": 2} and group["metadata"]["uid"] == created["metadata"]["uid"]
+    assert not group["metadata"].get("labels") and not group["metadata"].get("ownerReferences")
+    assert len(kube.custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"]) == 1
