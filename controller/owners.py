@@ -48,6 +48,20 @@ def root_annotations(source: ObjectSource, pod: PodView) -> Mapping[str, str]:
     return ((root or {}).get("metadata") or {}).get("annotations") or {}
 
 
+def root_exists(source: ObjectSource, pod: PodView) -> bool | None:
+    """Whether the gang's root still exists (the object of its name with its uid); None when that cannot be told (a
+    kind without an adapter, a failed read)."""
+    api_version, kind, name = _owner(pod)
+    adapter = adapter_for(api_version, kind)
+    if adapter is None or not name or pod.gang is None:
+        return None
+    try:
+        root = source.get(adapter.kind, api_version, pod.namespace, name, pod.gang[2])
+    except LookupFailed:
+        return None
+    return root is not None and ((root.get("metadata") or {}).get("uid") or pod.gang[2]) == pod.gang[2]
+
+
 def root_reference(pod: PodView) -> Obj | None:
     """An ObjectReference to the gang's root, for events, from the owner annotation."""
     api_version, kind, name = _owner(pod)

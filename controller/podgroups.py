@@ -7,7 +7,9 @@ write it. Per PodGroup:
 - it is created when missing (same namespace, the gang's name, an owner reference to the root so that the garbage
   collector deletes it with the root, the managed-by label and the labels back to the root), unless the gang is on
   its way out (every member being deleted: the root was deleted, and a PodGroup created now would only be
-  collected again), or the gang is an explicit one (the PodGroup is its root: the user's, never re-created);
+  collected again), or the gang is an explicit one (the PodGroup is its root: the user's, never re-created). One
+  the controller kept that is deleted while its gang lives is created again only once a fresh read of the root
+  (``root_exists``) shows it still there: the garbage collector deletes it with its root before the root's pods go;
 - a PodGroup the controller manages (the managed-by label) gets its labels, owner reference and spec restored when
   they drift; one the controller did not create (no managed-by label) gets its status only;
 - its status is written through the status subresource when it differs from the stored one (``status_for`` keeps
@@ -61,12 +63,14 @@ class PodGroupWriter:
 
     def __init__(self, api_client: Any, *, leading: Callable[[], bool],
                  roots: Callable[[PodView], Mapping[str, str]] = lambda pod: {},
+                 root_exists: Callable[[PodView], bool | None] = lambda pod: True,
                  interval: float = STATUS_INTERVAL_SECONDS, workers: int = 2, timeout: float = 10.0,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
                  on_request: Callable[[str, str], None] | None = None) -> None:
         self._client = api_client
         self._leading = leading
         self._roots = roots
+        self._root_exists = root_exists
         self.interval = interval
         self._timeout = timeout
         self._clock, self._wall = clock, wall
@@ -78,6 +82,7 @@ class PodGroupWriter:
         self._objects: dict[Target, Obj] = {}  # every PodGroup as last seen: watch, our writes and reads
         self._superseded: dict[Target, collections.deque[str]] = {}
         self._written: dict[Target, float] = {}  # when its status was last written (clock)
+        self._collected: set[tuple[Target, str]] = set()  # managed PodGroups deleted, with their root's uid
         self._heap: list[tuple[float, int, Target]] = []
         self._due: dict[Target, float] = {}  # earliest time each queued PodGroup is due
         self._busy: set[Target] = set()
@@ -147,6 +152,7 @@ class PodGroupWriter:
         else:
             del self._targets[target]
             self._written.pop(target, None)
+            self._collected = {c for c in self._collected if c[0] != target}
 
     def _queue(self, target: Target, due: float) -> None:
         """Under the lock: make ``target`` due at ``due`` at the latest."""
@@ -176,6 +182,10 @@ class PodGroupWriter:
                                           (known.get("metadata") or {}).get("uid") == meta.get("uid")):
                     del self._objects[target]
                     self._superseded.pop(target, None)
+                    gone = known.get("metadata") or {}
+                    if (gone.get("labels") or {}).get(keys.MANAGED_BY_LABEL) == keys.MANAGED_BY_CONTROLLER:
+                        self._collected.update((target, str(ref.get("uid"))) for ref in gone.get("ownerReferences")
+                                               or [] if isinstance(ref, dict))
             elif meta.get("resourceVersion") in self._superseded.get(target, ()):
                 return  # a late event of a version our own write already replaced
             else:
@@ -273,6 +283,14 @@ class PodGroupWriter:
         if obj is None:
             if want.root is None or want.root.explicit or want.leaving:
                 return None
+            if (target, want.root.uid) in self._collected:  # deleted: by the garbage collector with its root?
+                exists = self._root_exists(want.sample) if want.sample is not None else None
+                if exists is None:
+                    return _RETRY_SECONDS
+                if not exists:
+                    return None  # the root is gone: its members follow, and a PodGroup created now would be collected
+                with self._lock:
+                    self._collected.discard((target, want.root.uid))  # a user deleted it: created again
             created = self._create(target, want)
             if isinstance(created, float):
                 return created

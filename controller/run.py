@@ -36,7 +36,7 @@ from controller.health import HealthServer
 from controller.integrity import StuckReason
 from controller.members import GangKey, PodView
 from controller.metrics import Metrics, new_metrics
-from controller.owners import Step, resolve, root_annotations, root_reference
+from controller.owners import Step, resolve, root_annotations, root_exists, root_reference
 from controller.patcher import Patcher
 from controller.podgroups import PodGroupWriter
 from controller.state import ClusterState
@@ -98,8 +98,10 @@ class Controller:
         self.evictor = Evictor(api_client, lambda reason: self.metrics.repair_errors.labels(reason).inc())
         self.events = EventRecorder(api_client, on_dropped=self.metrics.events_dropped.inc)
         # Each gang's PodGroup: the loop hands desired states over (controller/status.py), a writer writes them.
+        fresh = ApiSource(api_client, config.api_timeout_seconds)  # whether a root still exists: never a cached answer
         self.podgroups = PodGroupWriter(api_client, leading=lambda: self._leading.is_set(),
                                         roots=lambda pod: root_annotations(self._source, pod),
+                                        root_exists=lambda pod: root_exists(fresh, pod),
                                         on_request=lambda verb, outcome: self.metrics.podgroup_requests.labels(
                                             verb, outcome).inc())
         self._statuses = Tracker()

@@ -328,20 +328,26 @@ STUCK_PHASES = ("NeverFits", "NotCertifiable", "Failed")  # waiting will not hel
 def check_podgroups(cluster: Cluster, config: Config, now: datetime.datetime) -> list[Finding]:
     """Every gang's PodGroup that is not running (or done), with its phase and the controller's reason: a gang that
     can never fit, cannot be certified, failed or waited past its schedule timeout is a problem; one waiting for its
-    members or capacity, or being released, is reported as waiting."""
+    members or capacity, or being released, is reported as waiting. A PodGroup none of whose pods exist any more
+    (its root was deleted leaving it behind, or its pods were) only counts: it says nothing about a live gang."""
     found = cluster.get(f"/apis/{keys.PODGROUP_GROUP}/{keys.PODGROUP_VERSION}/{keys.PODGROUP_PLURAL}")
     if found is None:
         return [Finding(False, "podgroups", f"the PodGroup CRD ({keys.PODGROUP_PLURAL}.{keys.PODGROUP_GROUP}) is not "
                         "installed: gangs have no PodGroup to show their phase; apply the manifests again "
                         "(kubectl apply -k deploy/...)")]
     groups = found.get("items") or []
-    findings = []
+    query = urllib.parse.urlencode({"labelSelector": keys.POD_GROUP_LABEL})
+    members = {(p["metadata"].get("namespace", ""), (p["metadata"].get("labels") or {}).get(keys.POD_GROUP_LABEL))
+               for p in (cluster.get(f"/api/v1/pods?{query}") or {}).get("items", [])}
+    findings, stale = [], 0
     for group in sorted(groups, key=lambda g: (g["metadata"].get("namespace", ""), g["metadata"].get("name", ""))):
-        status = group.get("status") or {}
+        status, meta = group.get("status") or {}, group["metadata"]
         phase = status.get("phase") or "(no status yet)"
         if phase in DONE_PHASES:
             continue
-        meta = group["metadata"]
+        if (meta.get("namespace", ""), meta.get("name")) not in members:
+            stale += 1
+            continue
         timed_out = any(c.get("type") == "TimedOut" and c.get("status") == "True"
                         for c in status.get("conditions") or [] if isinstance(c, dict))
         since = _time(status.get("scheduleStartTime"))
@@ -356,7 +362,8 @@ def check_podgroups(cluster: Cluster, config: Config, now: datetime.datetime) ->
         findings.append(Finding(not stuck, "podgroups", text, info=not stuck))
     running = sum(1 for g in groups if ((g.get("status") or {}).get("phase")) in DONE_PHASES)
     findings.append(Finding(True, "podgroups", f"{len(groups)} PodGroup(s): {running} running or succeeded, "
-                            f"{len(groups) - running} not"))
+                            f"{len(groups) - running - stale} not"
+                            + (f", {stale} without member pods" if stale else "")))
     return findings
 
 

@@ -21,7 +21,17 @@ from controller.run import Controller
 from gang.config import Config
 from kube.client import new_api_client
 from tests.support.contract import CONTROLLER
-from tests.support.gang_pods import GPU, JOB_NAME, TIMEOUT, describe, gated, name_of, running, torch_job
+from tests.support.gang_pods import (
+    GPU,
+    JOB_NAME,
+    TIMEOUT,
+    delete_pods,
+    describe,
+    gated,
+    name_of,
+    running,
+    torch_job,
+)
 from tests.support.kube import Kube, admitted
 from tests.support.podgroups import (
     GROUP,
@@ -93,18 +103,7 @@ def ns(kube: Kube) -> Iterator[str]:
     for group, version, plural in ROOTS:
         for obj in kube.custom.list_namespaced_custom_object(group, version, name, plural)["items"]:
             kube.custom.delete_namespaced_custom_object(group, version, name, plural, obj["metadata"]["name"])
-
-    def gone() -> bool:
-        pods = kube.pods(name)
-        for pod in pods:
-            try:
-                kube.core.delete_namespaced_pod(name_of(pod), name, grace_period_seconds=0)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-        return not pods
-
-    wait_for(gone, TIMEOUT, f"the pods of {name} to be gone")
+    delete_pods(kube, name)
 
 
 def wait_podgroup(kube: Kube, ns: str, name: str, check: Callable[[Obj], bool], what: str) -> Obj:

@@ -131,8 +131,10 @@ class World:
     def __init__(self, *, leading: bool = True, interval: float = 5.0) -> None:
         self.api, self.clock = FakeApi(), Clock()
         self.leading = leading
+        self.root: bool | None = True  # what a fresh read of the root says: there, gone, or unknown
+        self.root_reads = 0
         self.writer = PodGroupWriter(self.api, leading=lambda: self.leading, workers=0, clock=self.clock,
-                                     wall=self.clock, interval=interval)
+                                     wall=self.clock, interval=interval, root_exists=self._root_exists)
         self.writer.informer.synced.set()  # the list found what ``api`` holds (nothing, or what a test put there)
         self.api.watch = self.writer.observe
         self.state = ClusterState()
@@ -155,6 +157,10 @@ class World:
         if deleting:
             meta["deletionTimestamp"] = "2026-11-22T10:10:00Z"
         self.state.upsert_pod({"metadata": meta, "spec": spec, "status": {"phase": phase}}, self.clock.now)
+
+    def _root_exists(self, pod: Any) -> bool | None:
+        self.root_reads += 1
+        return self.root
 
     def step(self, seconds: float = 0.1) -> list[Desired]:
         self.clock.now += seconds
@@ -256,7 +262,7 @@ def test_a_gang_that_is_gone_or_leaving_is_never_written_and_a_deleted_podgroup_
     deleted = world.api.objects.pop("job")
     world.writer.observe("DELETED", deleted)
     world.writer.sync_due()
-    assert "job" in world.api.objects, "a user deleted it: created again"
+    assert "job" in world.api.objects and world.root_reads == 1, "a user deleted it, the root is there: created again"
     writes = len(world.api.writes())
     world.pod(0, deleting=True)  # its root was deleted: the garbage collector takes the members and the PodGroup
     world.step()
@@ -267,6 +273,25 @@ def test_a_gang_that_is_gone_or_leaving_is_never_written_and_a_deleted_podgroup_
     world.state.delete_pod("root-1-0")
     world.step()
     assert len(world.api.writes()) == writes and "job" not in world.api.objects, world.api.writes()
+
+
+def test_a_podgroup_collected_with_its_root_is_not_created_again_while_the_members_go() -> None:
+    # the root is deleted: the garbage collector deletes the PodGroup before the members are marked for deletion
+    world = World()
+    world.pod(0)
+    world.step()
+    writes = len(world.api.writes())
+    world.root = None  # the read fails: looked at again later
+    deleted = world.api.objects.pop("job")
+    world.writer.observe("DELETED", deleted)
+    world.writer.sync_due()
+    assert world.root_reads == 1 and "job" not in world.api.objects
+    world.root = False  # gone
+    world.step(3.0)
+    assert world.root_reads == 2 and "job" not in world.api.objects and len(world.api.writes()) == writes
+    world.pod(0, deleting=True)
+    world.step(3.0)
+    assert "job" not in world.api.objects and len(world.api.writes()) == writes
 
 
 def test_a_root_created_again_under_the_same_name_takes_its_podgroup_over() -> None:
