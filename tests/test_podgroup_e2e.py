@@ -33,6 +33,7 @@ from tests.support.gang_pods import (
     torch_job,
 )
 from tests.support.kube import Kube, admitted
+from tests.support.kubectl import Kubectl
 from tests.support.podgroups import (
     GROUP,
     MANAGED_BY,
@@ -345,3 +346,28 @@ def test_an_explicit_gangs_podgroup_gets_its_status(kube: Kube, ns: str,
     assert group["spec"] == {"minMember": 2} and group["metadata"]["uid"] == created["metadata"]["uid"]
     assert not group["metadata"].get("labels") and not group["metadata"].get("ownerReferences")
     assert len(kube.custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"]) == 1
+
+
+def test_kubectl_get_podgroups_shows_phase_size_counts_and_what_each_waits_for(
+        cluster: LocalCluster, kube: Kube, ns: str, controllers: Callable[..., Controller], tmp_path: Any) -> None:
+    """The bundled kubectl against the local cluster (server-side tables from the CRD's printer columns): one gang
+    running, one waiting for GPUs, one that can never fit."""
+    controllers()
+    kube.create(ns, torch_job("runs", 1, "500m", "1Gi", gpus=4))  # 2 x 4 GPU: both GPU nodes
+    wait_podgroup(kube, ns, "runs", in_phase("Running"), "Running")
+    kube.create(ns, torch_job("waits", 1, "500m", "1Gi", gpus=2))
+    kube.create(ns, torch_job("never", 1, cpu="5"))
+    wait_podgroup(kube, ns, "waits", in_phase("Waiting"), "Waiting")
+    wait_podgroup(kube, ns, "never", in_phase("NeverFits"), "NeverFits")
+    kubectl = Kubectl(cluster.kubeconfig, tmp_path / "kube-cache")
+    rows = [row for row in kubectl.table("get", "podgroups", "-A") if row["NAMESPACE"] == ns]
+    assert list(rows[0]) == ["NAMESPACE", "NAME", "PHASE", "MIN", "PRESENT", "RUNNING", "WAITING-FOR", "AGE"]
+    shown = {row["NAME"]: (row["PHASE"], row["MIN"], row["PRESENT"], row["RUNNING"], row["WAITING-FOR"])
+             for row in rows}
+    assert shown == {"runs": ("Running", "2", "2", "2", ""), "waits": ("Waiting", "2", "2", "0", f"capacity: {GPU}"),
+                     "never": ("NeverFits", "2", "2", "0", "never fits")}, shown
+    assert all(row["AGE"].endswith(("s", "m")) for row in rows), rows
+    names = kubectl.names("get", "podgroups", "-n", ns, "-l",
+                          "app.kubernetes.io/managed-by=kubenexus-gate-controller,"
+                          "scheduling.kubenexus.io/root-kind=pytorchjob")
+    assert sorted(names) == [f"podgroup.scheduling.kubenexus.io/{n}" for n in ("never", "runs", "waits")]
