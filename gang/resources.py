@@ -24,8 +24,10 @@ def _add(total: Resources, extra: Mapping[str, Decimal]) -> None:
 
 
 def _max_into(total: Resources, other: Mapping[str, Decimal]) -> None:
+    """maxResourceList: a resource named only in ``other`` is added even at zero (a request of 0 is a request, and
+    pod-level defaulting asks whether containers request a resource at all)."""
     for name, value in other.items():
-        if value > total.get(name, Decimal(0)):
+        if name not in total or value > total[name]:
             total[name] = value
 
 

@@ -81,6 +81,9 @@ def counted(requests: dict[str, Decimal]) -> dict[str, Decimal]:
 
 @settings(max_examples=500, deadline=None)
 @given(spec=specs)
+@example(spec={"initContainers": [{"name": "i", "resources": {"requests": {"cpu": "0"}}}],
+               "containers": [{"name": "c", "resources": {}}],
+               "resources": {"requests": {"memory": "0"}, "limits": {"cpu": "1"}}})
 @example(spec={"initContainers": [{"name": "s", "resources": {"requests": {"cpu": "200m"}}, "restartPolicy": "Always"},
                                   {"name": "i", "resources": {"requests": {"cpu": "1"}}}],
                "containers": [{"name": "c", "resources": {"limits": {"cpu": "500m", GPU: "1"}}}],
