@@ -37,7 +37,9 @@ class Fitting:
 
     def member(self, pod: PodView, gang: Gang) -> Member:
         ports = pod.ports | {_apart_port(gang, pod.name, pod.apart)} if gang.apart else pod.ports
-        return Member(pod.name, pod.usage, self.feasibility.nodes(pod.key, pod.spec or {}, pod.usage), ports)
+        nodes = self.feasibility.nodes(pod.key, pod.spec or {}, pod.usage)
+        no_node = "" if nodes else self.feasibility.no_node(pod.key, pod.spec or {}, pod.usage)
+        return Member(pod.name, pod.usage, nodes, ports, no_node=no_node)
 
     def expected_members(self, gang: Gang) -> list[Member]:
         return [self.expected_member(gang, i) for i in range(len(gang.expected))]
@@ -46,7 +48,9 @@ class Fitting:
         e = gang.expected[index]
         name = f"{e.role} (expected #{index + 1})"
         ports = frozenset({_apart_port(gang, name, e.apart)}) if gang.apart else frozenset()
-        return Member(name, e.usage, self.feasibility.nodes(e.key, e.spec, e.usage), ports)
+        nodes = self.feasibility.nodes(e.key, e.spec, e.usage)
+        return Member(name, e.usage, nodes, ports, no_node="" if nodes else self.feasibility.no_node(e.key, e.spec,
+                                                                                                     e.usage))
 
     def _members_on(self, gang: Gang) -> dict[str, set[HostPort]]:
         """Per node, the pseudo ports of the gang's members already there (bound or released) if it keeps apart."""

@@ -36,7 +36,7 @@ class Member:
     the node of a member already bound or reserved: it stays there and is charged like any other member, so callers
     pass free capacity that does not already subtract the gang's own pinned members. Expected members that do not
     exist yet are members like any other: planning them now is what reserves their room. A member without a
-    ``pods`` request takes one pod slot.
+    ``pods`` request takes one pod slot. ``no_node`` says what rules out every node when ``nodes`` is empty.
     """
 
     name: str
@@ -44,6 +44,7 @@ class Member:
     nodes: frozenset[str]
     host_ports: frozenset[Port] = frozenset()
     pinned: str | None = None
+    no_node: str = field(default="", compare=False)
 
 
 @dataclass
