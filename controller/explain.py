@@ -105,6 +105,8 @@ def no_plan_reason(problem: Problem, pack: Packing, word: str) -> str | None:
         if not cls.eligible:
             if cls.pinned is not None:
                 return f"member {cls.names[0]} is bound to node {cls.pinned}, which is not available"
+            if cls.no_node:
+                return f"member {cls.names[0]} can run on no node: {cls.no_node}"
             return f"member {cls.names[0]} matches none of the {problem.all_nodes} nodes"
     for c, cls in enumerate(problem.classes):
         if not pack.slots[c]:

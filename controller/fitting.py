@@ -123,7 +123,9 @@ class Fitting:
         """The planner's reason, from the room indexes: a member no node can hold, or too few slots for a class."""
         short = [(index, group) for index, group in demand.items() if slots[index] < len(group)]
         index, group = next(((i, g) for i, g in short if not slots[i]), short[0])
-        if not slots[index]:
+        if not slots[index] and not group[0].nodes and group[0].no_node:
+            reason = f"member {group[0].name} can run on no node: {group[0].no_node}"
+        elif not slots[index]:
             most = {resource: index.most(resource) for resource in index.usage}
             reason = too_big_text(group[0].name, index.usage, len(index.nodes), most, "free")
         else:

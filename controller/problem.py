@@ -123,6 +123,7 @@ class MemberClass:
     eligible: list[int]  # node indices, ascending
     pinned: str | None
     count: int
+    no_node: str = ""  # with no eligible node: what rules out every node for its first member (``Member.no_node``)
 
 
 @dataclass
@@ -188,7 +189,7 @@ def build(members: Sequence[Member], nodes: Sequence[NodeFree]) -> Problem:
                     need=[(position[r], _units(v, exponents[position[r]])) for r, v in key[0]],
                     dense=[_units(requests[key].get(r, 0), e) for r, e in zip(resources, exponents, strict=True)],
                     ports=key[2], eligible=sorted(index[n] for n in key[1] if n in index), pinned=key[3],
-                    count=len(group))
+                    count=len(group), no_node=min(group, key=lambda m: m.name).no_node)
         for key, group in groups.items()
     ]
     classes.sort(key=_size_key(free, len(resources)))

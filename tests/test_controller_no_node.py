@@ -9,13 +9,16 @@ NodeReadiness, TaintToleration, NodeAffinity, NodeResourcesFit).
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import pytest
 
 from controller.engine import Engine, Verdict
 from controller.explain import no_node_text
+from controller.planner import plan
 from controller.predicates import NodeInfo, PodInfo
+from controller.problem import Member, NodeFree
 from controller.state import ClusterState
 from gang.config import Config
 from tests.support.contract import GATE, GROUP, MIN
@@ -40,7 +43,8 @@ def looks(*nodes: dict[str, Any]) -> list[tuple[NodeInfo, int]]:
 
 def test_no_node_has_the_resource() -> None:
     # cpu-a, cpu-b: no nvidia.com/gpu in allocatable; NodeResourcesFit fails on both.
-    assert no_node_text(pod({"cpu": "1", GPU: "1"}), looks(node("cpu-a"), node("cpu-b"))) == "no node has nvidia.com/gpu"
+    gpu_pod = pod({"cpu": "1", GPU: "1"})
+    assert no_node_text(gpu_pod, looks(node("cpu-a"), node("cpu-b"))) == "no node has nvidia.com/gpu"
     # two resources, neither anywhere
     assert no_node_text(pod({GPU: "1", "example.com/fpga": "1"}), looks(node("cpu-a"))) == (
         "no node has example.com/fpga or nvidia.com/gpu")
@@ -152,3 +156,11 @@ def test_a_gang_requesting_a_resource_no_node_has_never_fits_and_says_which() ->
     assert (decision.decision, decision.reason) == (
         Verdict.NEVER_FITS, "member train-0 can run on no node: none of the 6 nodes passes its filters: 5 are without "
                             "nvidia.com/gpu, 1 is tainted nvidia.com/gpu=present:NoSchedule")
+
+
+def test_the_planner_words_a_member_without_nodes_with_its_reason() -> None:
+    """Replacements and late members are planned without the never-fits check: their shortfall names it too."""
+    lost = Member("w-3", {"cpu": Decimal(1)}, frozenset(), no_node="no node has nvidia.com/gpu")
+    found = plan([lost], [NodeFree("cpu-0", {"cpu": Decimal(8), "pods": Decimal(110)})])
+    assert found.shortfall == ("member w-3 can run on no node: no node has nvidia.com/gpu; the largest placement found "
+                               "holds 0 of 1 members")
