@@ -93,9 +93,10 @@ def count(members: Iterable[PodView]) -> Counts:
     return Counts(live, running, succeeded, failed)
 
 
-def phase_of(decision: GangDecision, counts: Counts, whole: bool) -> Phase | None:
-    """The gang's phase; None for a gang being evicted (the eviction's own events tell it). ``whole``: min-available
-    members have run at once."""
+def phase_of(decision: GangDecision, counts: Counts, whole: bool, replacing: bool = False) -> Phase | None:
+    """The gang's phase, by the PodGroup's rules; None for a gang being evicted (the eviction's own events tell it).
+    ``whole``: min-available members have run at once; ``replacing``: room is held for replacements of failed or
+    deleted members."""
     if decision.decision == Verdict.EVICT:
         return None
     if decision.decision == Verdict.NEVER_FITS:
@@ -105,12 +106,12 @@ def phase_of(decision: GangDecision, counts: Counts, whole: bool) -> Phase | Non
     if decision.decision == Verdict.WAIT:
         return Phase.PENDING if decision.cause == Cause.MEMBERS else Phase.WAITING
     size = max(decision.size, 1)
-    if counts.succeeded >= size:
+    if counts.succeeded >= size and not counts.running:
         return Phase.SUCCEEDED
+    if counts.failed and counts.live + counts.succeeded < size and not replacing:
+        return Phase.FAILED
     if counts.running >= size or (whole and counts.running):
         return Phase.RUNNING
-    if counts.failed and counts.live + counts.succeeded < size:
-        return Phase.FAILED
     return Phase.RELEASING
 
 
@@ -233,9 +234,10 @@ class Announcer:
             gang.counted = (version, count(members()))
         return gang.counted[1]
 
-    def tells(self, decision: GangDecision, counts: Counts, whole: bool, at: float) -> list[Tell]:
+    def tells(self, decision: GangDecision, counts: Counts, whole: bool, at: float, replacing: bool = False
+              ) -> list[Tell]:
         gang = self.gangs.setdefault(decision.key, GangTold())
-        phase = phase_of(decision, counts, whole)
+        phase = phase_of(decision, counts, whole, replacing)
         if phase is None or phase in _WAITS:  # a release is over (evicted), or none began
             gang.released, gang.release, gang.release_reason = 0, None, ""
             gang.nodes.clear()

@@ -119,7 +119,8 @@ def decision(verdict: Verdict, reason: str = "", *, size: int = 41, cause: Cause
     (Verdict.RUNNING, None, Counts(live=4, running=4), True, Phase.RUNNING),
     (Verdict.RUNNING, None, Counts(live=2, running=2, succeeded=2), True, Phase.RUNNING),  # ran whole, still running
     (Verdict.RUNNING, None, Counts(live=0, succeeded=4), True, Phase.SUCCEEDED),
-    (Verdict.RUNNING, None, Counts(live=2, running=2, failed=2), True, Phase.RUNNING),  # replacements may come
+    (Verdict.RUNNING, None, Counts(live=1, running=1, succeeded=4), True, Phase.RUNNING),  # an extra still runs
+    (Verdict.RUNNING, None, Counts(live=2, running=2, failed=2), True, Phase.FAILED),  # 2 left of 4, no room held
     (Verdict.RUNNING, None, Counts(live=0, succeeded=3, failed=1), True, Phase.FAILED),
     (Verdict.RUNNING, None, Counts(live=2, running=1, failed=2), False, Phase.FAILED),
     (Verdict.RUNNING, None, Counts(live=4, running=3, failed=1), False, Phase.RELEASING),  # a replacement is there
@@ -127,6 +128,12 @@ def decision(verdict: Verdict, reason: str = "", *, size: int = 41, cause: Cause
 ])
 def test_phase_of(verdict: Verdict, cause: Cause | None, counts: Counts, whole: bool, expected: Phase | None) -> None:
     assert phase_of(decision(verdict, size=4, cause=cause), counts, whole) == expected
+
+
+def test_a_gang_with_room_held_for_replacements_has_not_failed() -> None:
+    lost = decision(Verdict.RUNNING, size=4)
+    assert phase_of(lost, Counts(live=2, running=2, failed=2), True, replacing=True) == Phase.RUNNING
+    assert phase_of(lost, Counts(live=2, running=2, failed=2), True, replacing=False) == Phase.FAILED
 
 
 def test_count_reads_the_members_states() -> None:
