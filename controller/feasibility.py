@@ -17,7 +17,7 @@ from controller.explain import no_node_text
 from controller.members import GangKey, NodeView, PodView
 from controller.planner import never_fits
 from controller.predicates import HostPort, PodInfo, feasible
-from controller.problem import Member, NodeFree
+from controller.problem import Member, NodeFree, no_node_of
 from controller.state import ClusterState
 
 # A gang's shape as never-fits sees it: the node shapes' version and, per member shape, how many members.
@@ -41,7 +41,8 @@ class Feasibility:
     def nodes(self, key: str, spec: Mapping[str, Any], usage: Mapping[str, Decimal]) -> frozenset[str]:
         """The nodes that pass every filter for members of this placement key; evaluated once per node kind (nodes
         that differ only in name), node by node only when the pod names nodes."""
-        self._refresh()
+        if self._version != self.state.shape_version:
+            self._refresh()
         nodes = self._nodes.get(key)
         if nodes is None:
             pod = PodInfo.of(spec, {r: v for r, v in usage.items() if r != PODS})
@@ -56,11 +57,10 @@ class Feasibility:
         return nodes
 
     def _refresh(self) -> None:
-        if self._version != self.state.shape_version:
-            self._nodes.clear()
-            self._no_node.clear()
-            self._kinds.clear()
-            self._version = self.state.shape_version
+        self._nodes.clear()
+        self._no_node.clear()
+        self._kinds.clear()
+        self._version = self.state.shape_version
 
     def _views(self, pod: PodInfo) -> list[NodeView]:
         """The nodes to evaluate the filters on for ``pod``: one per node kind, unless it names nodes."""
@@ -96,7 +96,7 @@ class Feasibility:
         """Cached per gang shape and node shape: a proof that it cannot fit even on an otherwise empty cluster."""
         homeless = next((m for m in members if not m.nodes), None)
         if homeless is not None:
-            return f"member {homeless.name} can run on no node: {homeless.no_node or 'no node passes its filters'}"
+            return f"member {homeless.name} can run on no node: {no_node_of(homeless) or 'no node passes its filters'}"
         shape: GangShape = (self.state.shape_version, frozenset(Counter(
             (m.nodes, tuple(sorted(m.requests.items())), m.host_ports) for m in members).items()))
         if shape in self._fits_somewhere:  # another gang of this shape was proven able to fit: so is this one

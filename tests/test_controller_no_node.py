@@ -18,7 +18,7 @@ from controller.engine import Engine, Verdict
 from controller.explain import no_node_text
 from controller.planner import plan
 from controller.predicates import NodeInfo, PodInfo
-from controller.problem import Member, NodeFree
+from controller.problem import NodeFree, Unplaceable
 from controller.state import ClusterState
 from gang.config import Config
 from tests.support.contract import GATE, GROUP, MIN
@@ -160,7 +160,7 @@ def test_a_gang_requesting_a_resource_no_node_has_never_fits_and_says_which() ->
 
 def test_the_planner_words_a_member_without_nodes_with_its_reason() -> None:
     """Replacements and late members are planned without the never-fits check: their shortfall names it too."""
-    lost = Member("w-3", {"cpu": Decimal(1)}, frozenset(), no_node="no node has nvidia.com/gpu")
+    lost = Unplaceable("w-3", {"cpu": Decimal(1)}, frozenset(), no_node="no node has nvidia.com/gpu")
     found = plan([lost], [NodeFree("cpu-0", {"cpu": Decimal(8), "pods": Decimal(110)})])
     assert found.shortfall == ("member w-3 can run on no node: no node has nvidia.com/gpu; the largest placement found "
                                "holds 0 of 1 members")
