@@ -33,6 +33,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 
 from controller.engine import Cause, GangDecision, Verdict
 from controller.members import GangKey, PodView
@@ -134,17 +135,18 @@ def words(note: str) -> str:
 
 @dataclass(frozen=True)
 class Telling:
-    """What one pass says on one channel: ``state`` (a change of it is a transition), the note, its words without
-    numbers, and ``short``: how far the gang is from done (members missing, without room, not yet released)."""
+    """What one pass says on one channel: ``state`` (a change of it is a transition), the note, and ``short``: how
+    far the gang is from done (members missing, without room, not yet released). Its ``shape`` is the note's words
+    without numbers, or ``fixed`` when given."""
 
     state: str
     note: str
-    shape: str
     short: int = 0
+    fixed: str | None = None
 
-    @classmethod
-    def of(cls, state: str, note: str, short: int = 0) -> Telling:
-        return cls(state, note, words(note), short)
+    @cached_property
+    def shape(self) -> str:
+        return words(self.note) if self.fixed is None else self.fixed
 
 
 @dataclass(frozen=True)
@@ -177,7 +179,7 @@ def decide(told: Told | None, now: Telling, at: float, interval: float = SERIES_
     if told is None or told.state != now.state:
         return Write.NEW
     since = at - told.at
-    if now.shape != told.shape or material(told.short, now.short):
+    if (now.note != told.note and now.shape != told.shape) or material(told.short, now.short):
         if since < interval:
             return Write.NOTHING  # told once the interval has passed, with the numbers of then
     elif since < heartbeat:
@@ -217,6 +219,8 @@ class GangTold:
     nodes: set[str] = field(default_factory=set)  # the nodes of its plans
     release_reason: str = ""  # the reason of the last pass that released members
     counted: tuple[int | None, Counts] | None = None  # the members' counts, as of the gang's version
+    quiet: tuple[object, ...] | None = None  # a pass's input that asked for nothing ...
+    quiet_until: float = 0.0  # ... and until when the same input asks for nothing again (an interval, a heartbeat)
 
 
 class Announcer:
@@ -237,6 +241,32 @@ class Announcer:
     def tells(self, decision: GangDecision, counts: Counts, whole: bool, at: float, replacing: bool = False
               ) -> list[Tell]:
         gang = self.gangs.setdefault(decision.key, GangTold())
+        # Most passes change nothing about most gangs: the same input as a pass that asked for nothing, before an
+        # interval or a heartbeat is due, asks for nothing (a pass that released members always counts them).
+        quiet = None if decision.released else (decision.decision, decision.cause, decision.reason, decision.short,
+                                                decision.size, decision.timed_out, counts, whole, replacing)
+        if quiet is not None and quiet == gang.quiet and at < gang.quiet_until:
+            return []
+        tells = self._tells(gang, decision, counts, whole, at, replacing)
+        gang.quiet = None if tells else quiet
+        if not tells:
+            gang.quiet_until = self._due(gang, at)
+        return tells
+
+    def _due(self, gang: GangTold, at: float) -> float:
+        """When a channel that asked for nothing now may ask for something with the same input: the end of its
+        interval (a change waiting for it), then its heartbeat (waiting phases)."""
+        due = math.inf
+        for told, beats in ((gang.phase, gang.phase is not None and gang.phase.state in _WAITS), (gang.release, False)):
+            if told is not None:
+                if told.at + self.interval > at:
+                    due = min(due, told.at + self.interval)
+                elif beats:
+                    due = min(due, told.at + self.heartbeat)
+        return due
+
+    def _tells(self, gang: GangTold, decision: GangDecision, counts: Counts, whole: bool, at: float,
+               replacing: bool) -> list[Tell]:
         phase = phase_of(decision, counts, whole, replacing)
         if phase is None or phase in _WAITS:  # a release is over (evicted), or none began
             gang.released, gang.release, gang.release_reason = 0, None, ""
@@ -251,19 +281,18 @@ class Announcer:
         if decision.timed_out and not gang.timeout and phase in _WAITS:
             note = (f"gang {decision.name} has waited {decision.waited:.0f}s, longer than its schedule timeout; "
                     f"still gated: {decision.reason}")
-            tells.append(Tell("timeout", "GangTimeout", "Warning", HOLD, Telling.of("timeout", note), Write.NEW, True))
+            tells.append(Tell("timeout", "GangTimeout", "Warning", HOLD, Telling("timeout", note), Write.NEW, True))
         if gang.released:
             nodes = len(gang.nodes)
             note = (f"released {gang.released} member{'' if gang.released == 1 else 's'} of gang {decision.name} on "
                     f"a plan over {nodes} node{'' if nodes == 1 else 's'}: {gang.release_reason}")
-            telling = Telling(state="released", note=note, shape="released",
-                              short=max(decision.size - gang.released, 0))
+            telling = Telling("released", note, max(decision.size - gang.released, 0), fixed="released")
             write = decide(gang.release, telling, at, self.interval, math.inf)
             if write != Write.NOTHING:
                 tells.append(Tell("release", "GangReleased", "Normal", RELEASE, telling, write, False))
         if phase is None:
             return tells
-        telling = Telling.of(phase, _phase_note(phase, decision, counts), decision.short)
+        telling = Telling(phase, _phase_note(phase, decision, counts), decision.short)
         write = decide(gang.phase, telling, at, self.interval, self.heartbeat if phase in _WAITS else math.inf)
         if write != Write.NOTHING and phase in PHASE_EVENTS:
             reason, type_, action, members = PHASE_EVENTS[phase]

@@ -448,7 +448,8 @@ class Controller:
         key, now = decision.key, self.clock()
         counts = self._announcer.counts(key, self.state.gang_versions.get(key),
                                         lambda: (self.state.pods[uid] for uid in self.state.gangs.get(key, ())))
-        replacing = any(v.until > now for v in self.state.vacancies.get(key, ()))
+        vacancies = self.state.vacancies.get(key)
+        replacing = bool(vacancies) and any(v.until > now for v in vacancies or ())
         tells = self._announcer.tells(decision, counts, key in self.state.whole, now, replacing)
         if not tells:
             return

@@ -4,6 +4,8 @@ Event's series" or nothing. Times are seconds on the controller's clock; the int
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from controller.announce import (
@@ -11,6 +13,7 @@ from controller.announce import (
     SERIES_INTERVAL,
     Announcer,
     Counts,
+    GangTold,
     Phase,
     Tell,
     Telling,
@@ -55,7 +58,7 @@ def test_words_are_the_note_without_its_numbers_but_with_the_names(note: str, ex
     assert words(note) == expected
 
 
-PENDING_40 = Telling.of("Pending", "1/41 members present", 40)
+PENDING_40 = Telling("Pending", "1/41 members present", 40)
 
 
 def told(telling: Telling, at: float) -> Told:
@@ -65,32 +68,32 @@ def told(telling: Telling, at: float) -> Told:
 @pytest.mark.parametrize(("last", "now", "at", "expected"), [
     # nothing told yet, or another phase: a new Event at once
     (None, PENDING_40, 0.0, Write.NEW),
-    (told(PENDING_40, 0.0), Telling.of("Waiting", "all 41 members present; no room", 1), 0.5, Write.NEW),
+    (told(PENDING_40, 0.0), Telling("Waiting", "all 41 members present; no room", 1), 0.5, Write.NEW),
     # the same note, before the heartbeat: nothing
     (told(PENDING_40, 0.0), PENDING_40, 5.0, Write.NOTHING),
     (told(PENDING_40, 0.0), PENDING_40, HEARTBEAT - 1, Write.NOTHING),
     # another member arrived: not material (40 -> 39), however late
-    (told(PENDING_40, 0.0), Telling.of("Pending", "2/41 members present", 39), 500.0, Write.NOTHING),
+    (told(PENDING_40, 0.0), Telling("Pending", "2/41 members present", 39), 500.0, Write.NOTHING),
     # the shortfall halved: material, but within the interval it waits (told by a later pass, with its numbers)
-    (told(PENDING_40, 0.0), Telling.of("Pending", "21/41 members present", 20), 9.9, Write.NOTHING),
-    (told(PENDING_40, 0.0), Telling.of("Pending", "21/41 members present", 20), 10.0, Write.NEW),
-    (told(PENDING_40, 0.0), Telling.of("Pending", "40/41 members present", 1), 30.0, Write.NEW),
+    (told(PENDING_40, 0.0), Telling("Pending", "21/41 members present", 20), 9.9, Write.NOTHING),
+    (told(PENDING_40, 0.0), Telling("Pending", "21/41 members present", 20), 10.0, Write.NEW),
+    (told(PENDING_40, 0.0), Telling("Pending", "40/41 members present", 1), 30.0, Write.NEW),
     # members went away: the shortfall doubled
-    (told(Telling.of("Pending", "39/41 members present", 2), 0.0), Telling.of("Pending", "37/41 members present", 4),
+    (told(Telling("Pending", "39/41 members present", 2), 0.0), Telling("Pending", "37/41 members present", 4),
      10.0, Write.NEW),
-    (told(Telling.of("Pending", "39/41 members present", 2), 0.0), Telling.of("Pending", "38/41 members present", 3),
+    (told(Telling("Pending", "39/41 members present", 2), 0.0), Telling("Pending", "38/41 members present", 3),
      10.0, Write.NOTHING),
     # another limiting resource: other words, material
-    (told(Telling.of("Waiting", "room for only 2 (free cpu alone allows no more)", 2), 0.0),
-     Telling.of("Waiting", "room for only 2 (free nvidia.com/gpu alone allows no more)", 2), 10.0, Write.NEW),
-    (told(Telling.of("Waiting", "room for only 2 (free cpu alone allows no more)", 2), 0.0),
-     Telling.of("Waiting", "room for only 2 (free nvidia.com/gpu alone allows no more)", 2), 3.0, Write.NOTHING),
+    (told(Telling("Waiting", "room for only 2 (free cpu alone allows no more)", 2), 0.0),
+     Telling("Waiting", "room for only 2 (free nvidia.com/gpu alone allows no more)", 2), 10.0, Write.NEW),
+    (told(Telling("Waiting", "room for only 2 (free cpu alone allows no more)", 2), 0.0),
+     Telling("Waiting", "room for only 2 (free nvidia.com/gpu alone allows no more)", 2), 3.0, Write.NOTHING),
     # the heartbeat: the same note again counts up its series; numbers that moved a little make a new Event
     (told(PENDING_40, 0.0), PENDING_40, HEARTBEAT, Write.SERIES),
-    (told(PENDING_40, 0.0), Telling.of("Pending", "3/41 members present", 38), HEARTBEAT, Write.NEW),
+    (told(PENDING_40, 0.0), Telling("Pending", "3/41 members present", 38), HEARTBEAT, Write.NEW),
     # a material change the note does not show (the shortfall is not in its words): the same Event's series
-    (told(Telling.of("Waiting", "at most 3 of 8 members have room now", 8), 0.0),
-     Telling.of("Waiting", "at most 3 of 8 members have room now", 3), 10.0, Write.SERIES),
+    (told(Telling("Waiting", "at most 3 of 8 members have room now", 8), 0.0),
+     Telling("Waiting", "at most 3 of 8 members have room now", 3), 10.0, Write.SERIES),
 ])
 def test_the_policy(last: Told | None, now: Telling, at: float, expected: Write) -> None:
     assert decide(last, now, at) == expected
@@ -317,3 +320,38 @@ def test_a_dropped_event_is_told_on_a_later_pass() -> None:
     assert [t.reason for t in passes.run(0.5, pending(2))] == ["GangWaiting"]
     assert passes.notes() == [(0.5, "GangWaiting", "2/41 members present", Write.NEW, False)]
     assert passes.run(1.0, pending(3)) == []
+
+
+class Always(Announcer):
+    """The policy without the shortcut for unchanged input: what every pass would ask for, computed in full."""
+
+    def tells(self, decision: GangDecision, counts: Counts, whole: bool, at: float, replacing: bool = False
+              ) -> list[Tell]:
+        return self._tells(self.gangs.setdefault(decision.key, GangTold()), decision, counts, whole, at, replacing)
+
+
+def test_the_shortcut_for_unchanged_passes_asks_for_what_the_full_policy_asks_for() -> None:
+    rng = random.Random(12)
+    for _ in range(200):
+        fast, full = Announcer(), Always()
+        at, present = 0.0, 1
+        for _ in range(60):
+            at += rng.choice((0.05, 0.5, 2.0, 9.0, 11.0, 700.0))
+            present = min(max(present + rng.choice((-1, 0, 0, 1, 3)), 1), 8)
+            choice = rng.random()
+            if choice < 0.5:
+                d = pending(present, size=8)
+            elif choice < 0.7:
+                d = decision(Verdict.WAIT, f"room for only {rng.choice((2, 3, 6))}", size=8, cause=Cause.CAPACITY,
+                             short=rng.choice((6, 5, 2)), timed_out=rng.random() < 0.3, waited=1801)
+            elif choice < 0.8:
+                d = released(rng.choice((1, 8)), size=8, nodes=2)
+            else:
+                d = decision(Verdict.RUNNING, "released", size=8)
+            counts = Counts(live=8, running=rng.choice((0, 8)))
+            drop = rng.random() < 0.1
+            got = [fast.tells(d, counts, True, at), full.tells(d, counts, True, at)]
+            assert got[0] == got[1], (at, d)
+            for announcer, tells in zip((fast, full), got, strict=True):
+                for tell in tells if not drop else ():
+                    announcer.told(d.key, tell, at)
