@@ -7,6 +7,7 @@ Every Event the tests read is also checked against the apiserver's validation of
 from __future__ import annotations
 
 import datetime
+import json
 import re
 import socket
 import time
@@ -320,3 +321,20 @@ def test_an_announcement_the_rate_limit_dropped_is_told_on_a_later_pass(
     told = [e for e in events_about(api, pod) if e["reason"] == "GangInsufficientCapacity"]
     assert [(e["note"], series_count(e), e["action"]) for e in told] == [
         ("needs 8 cpu on 1 node; the most free is 2 cpu", 1, "HoldGate")]
+
+
+def test_kubectl_describe_reads_the_same_event_through_core_v1(core: client.CoreV1Api, pod: dict[str, Any],
+                                                               clock: FakeClock, recorders: Any) -> None:
+    """``kubectl describe pod`` lists core/v1 Events by involvedObject.uid: the same objects, note as message,
+    regarding as involvedObject, the series as it is."""
+    recorder = recorders(repeat_interval=0)
+    for _ in range(3):
+        recorder.record(pod, "Normal", "GangWaiting", "1/2 members present", "HoldGate")
+        clock.now += 1
+    assert recorder.flush(5)
+    items = json.loads(core.list_namespaced_event(pod["namespace"], field_selector=f"involvedObject.uid={pod['uid']}",
+                                                  _preload_content=False).data)["items"]
+    [event] = items
+    assert (event["message"], event["reason"], event["type"], event["reportingComponent"]) == (
+        "1/2 members present", "GangWaiting", "Normal", "kubenexus-controller")
+    assert event["involvedObject"]["name"] == pod["name"] and event["series"]["count"] == 3
