@@ -114,6 +114,7 @@ class GangDecision:
     size: int = 0
     cause: Cause | StuckReason | None = None  # why a waiting gang waits, or why an evicted one could not start
     shadow: dict[str, str] = field(default_factory=dict)  # a starving gang's shadow plan in this pass (member: node)
+    short: int = 0  # a waiting gang: members missing (Cause.MEMBERS), or members without room in the best plan found
 
     @property
     def name(self) -> str:
@@ -376,6 +377,7 @@ class Engine:
         result.timed_out = result.waited > timeout
         if len(live) < needed:
             result.cause = Cause.MEMBERS
+            result.short = needed - len(live)
             result.reason = f"{len(live) + len(placed) + done}/{gang.needed} members present{expected_note}"
             return self._hold(gang, result, placed, now, evictions)
         reasons = sorted({p.uncertifiable for p in live if p.uncertifiable} |
@@ -426,6 +428,7 @@ class Engine:
             return self._hold(gang, result, placed, now, evictions)
         result.cause = Cause.CAPACITY
         result.reason = found.shortfall
+        result.short = max(len(members) - found.placed_max, 0)
         if result.waited >= self.config.starvation_seconds:
             shadow = result.shadow = self.backfill.shadow(gang.key, members, claims, held)
             result.reason += (f"; waiting longer than {self.config.starvation_seconds:g}s: capacity is held for it "

@@ -7,11 +7,28 @@ found with the same sentences, so that a reason reads the same whichever way it 
 from __future__ import annotations
 
 import math
-from collections.abc import Container, Iterable, Mapping
+from collections import Counter
+from collections.abc import Container, Iterable, Mapping, Sequence
 from decimal import Decimal
 
 from controller.capacity import PODS
-from controller.predicates import ANY_HOST_IP, is_gang_member_port
+from controller.predicates import (
+    ANY_HOST_IP,
+    FILTERS,
+    TAINT_UNSCHEDULABLE,
+    Filter,
+    NodeAffinity,
+    NodeInfo,
+    NodeReadiness,
+    NodeResourcesFit,
+    NodeUnschedulable,
+    PodInfo,
+    TaintToleration,
+    is_gang_member_port,
+    requirement_text,
+    taint_text,
+    untolerated,
+)
 from controller.problem import Clique, MemberClass, Packing, Port, Problem, port_clique
 from gang.quantity import format_quantity
 
@@ -88,6 +105,8 @@ def no_plan_reason(problem: Problem, pack: Packing, word: str) -> str | None:
         if not cls.eligible:
             if cls.pinned is not None:
                 return f"member {cls.names[0]} is bound to node {cls.pinned}, which is not available"
+            if cls.no_node:
+                return f"member {cls.names[0]} can run on no node: {cls.no_node}"
             return f"member {cls.names[0]} matches none of the {problem.all_nodes} nodes"
     for c, cls in enumerate(problem.classes):
         if not pack.slots[c]:
@@ -144,3 +163,99 @@ def fragmented_reason(problem: Problem, root: Packing, word: str) -> str:
             f"constraints: they have {have} {word} for {need} needed, but fragmented")
 
 
+
+
+# --- no node at all: what every node fails ---------------------------------------------------------------------
+
+# Nodes as the filters see them, each with how many nodes share its look (one entry per node kind).
+Looks = Sequence[tuple[NodeInfo, int]]
+
+
+def no_node_text(pod: PodInfo, nodes: Looks) -> str:
+    """Why no node passes the pod's filters, naming what is missing: each filter that alone rules out every node
+    ("no node has nvidia.com/gpu", "every node is tainted k=v:NoSchedule, which the pod does not tolerate", "no node
+    matches the node selector zone=x"); when none does, how many nodes fail which filter first (the scheduler's
+    attribution), in the same words."""
+    total = sum(count for _, count in nodes)
+    if not total:
+        return "the cluster has no nodes"
+    everywhere = [_everywhere(check, pod, nodes) for check in FILTERS
+                  if all(check.filter(pod, node) is not None for node, _ in nodes)]
+    if everywhere:
+        return "; ".join(everywhere)
+    why: Counter[str] = Counter()
+    for node, count in nodes:
+        check = next(c for c in FILTERS if c.filter(pod, node) is not None)
+        why[_node_text(check, pod, node)] += count
+    parts = [f"{count} {'is' if count == 1 else 'are'} {text}" for text, count in
+             sorted(why.items(), key=lambda item: (-item[1], item[0]))]
+    return f"none of the {total} nodes passes its filters: {', '.join(parts)}"
+
+
+def _everywhere(check: Filter, pod: PodInfo, nodes: Looks) -> str:
+    """What ``check``, failed by every node, says about the cluster as a whole."""
+    infos = [node for node, _ in nodes]
+    if isinstance(check, NodeUnschedulable):
+        return f"every node is cordoned (unschedulable), and the pod does not tolerate {TAINT_UNSCHEDULABLE}"
+    if isinstance(check, NodeReadiness):
+        return "no node is ready"
+    if isinstance(check, TaintToleration):
+        common = [t for t in untolerated(pod.tolerations, infos[0].taints)
+                  if all(t in untolerated(pod.tolerations, node.taints) for node in infos[1:])]
+        if common:
+            return (f"every node is tainted {' and '.join(taint_text(t) for t in common)}, which the pod does not "
+                    "tolerate")
+        first: Counter[str] = Counter()
+        for node, count in nodes:
+            first[taint_text(untolerated(pod.tolerations, node.taints)[0])] += count
+        listed = ", ".join(f"{taint} on {count}" for taint, count in sorted(first.items(), key=lambda i: (-i[1], i[0])))
+        return f"every node has a taint the pod does not tolerate ({listed})"
+    if isinstance(check, NodeAffinity):
+        return _affinity_everywhere(pod, infos)
+    assert isinstance(check, NodeResourcesFit)
+    wanted = sorted(name for name, value in pod.requests.items() if value > 0)
+    nowhere = [r for r in wanted if all(node.allocatable.get(r, 0) <= 0 for node in infos)]
+    if nowhere:
+        return f"no node has {' or '.join(nowhere)}"
+    lacking = [r for r in wanted if any(node.allocatable.get(r, 0) <= 0 for node in infos)]
+    if len(lacking) > 2:
+        return f"no node has all of {', '.join(lacking)}"
+    return f"no node has both {' and '.join(lacking)}"
+
+
+def _affinity_everywhere(pod: PodInfo, nodes: Sequence[NodeInfo]) -> str:
+    selector, terms = pod.placement.selector, pod.placement.terms
+    pairs = [f"{key}={value}" for key, value in selector]
+    unmatched = [f"{key}={value}" for key, value in selector if all(n.labels.get(key) != value for n in nodes)]
+    if unmatched:
+        return f"no node matches the node selector {', '.join(unmatched)}"
+    selected = [n for n in nodes if all(n.labels.get(key) == value for key, value in selector)]
+    if not selected:
+        return f"no node matches the whole node selector {', '.join(pairs)}"
+    # the required node affinity rules out every node the selector leaves
+    text = " or ".join(",".join([*(requirement_text(r) for r in t.labels), *(requirement_text(f) for f in t.fields)])
+                       if t.valid else "(an invalid term)" for t in terms or ())
+    head = (f"no node matches both the node selector {', '.join(pairs)} and its required node affinity {text}"
+            if pairs else f"no node matches its required node affinity {text or '(no terms)'}")
+    if terms is not None and len(terms) == 1 and terms[0].valid:
+        term = terms[0]
+        never = [requirement_text(r) for r in term.labels if not any(
+            pod.placement.requirement_matches(r, n.labels) for n in selected)]
+        if never:
+            return f"{head} (no node satisfies {', '.join(never)})"
+    return head
+
+
+def _node_text(check: Filter, pod: PodInfo, node: NodeInfo) -> str:
+    """One node failing ``check``, as a predicate for "N are ..."."""
+    if isinstance(check, NodeUnschedulable):
+        return "cordoned"
+    if isinstance(check, NodeReadiness):
+        return "not ready"
+    if isinstance(check, TaintToleration):
+        return f"tainted {taint_text(untolerated(pod.tolerations, node.taints)[0])}"
+    if isinstance(check, NodeAffinity):
+        wrong = next((f"{k}={v}" for k, v in pod.placement.selector if node.labels.get(k) != v), "")
+        return f"without label {wrong}" if wrong else "outside its required node affinity"
+    missing = sorted(name for name, value in pod.requests.items() if value > 0 and node.allocatable.get(name, 0) <= 0)
+    return f"without {', '.join(missing)}"

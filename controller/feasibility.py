@@ -13,10 +13,11 @@ from decimal import Decimal
 from typing import Any
 
 from controller.capacity import PODS, subtract
+from controller.explain import no_node_text
 from controller.members import GangKey, NodeView, PodView
 from controller.planner import never_fits
 from controller.predicates import HostPort, PodInfo, feasible
-from controller.problem import Member, NodeFree
+from controller.problem import Member, NodeFree, no_node_of
 from controller.state import ClusterState
 
 # A gang's shape as never-fits sees it: the node shapes' version and, per member shape, how many members.
@@ -31,6 +32,7 @@ class Feasibility:
     def __init__(self, state: ClusterState) -> None:
         self.state = state
         self._nodes: dict[str, frozenset[str]] = {}
+        self._no_node: dict[str, str] = {}  # per placement key whose members pass no node: what every node fails
         self._version = -1
         self._kinds: dict[str, list[NodeView]] = {}  # nodes by kind, as of _version
         self._never: dict[tuple[GangKey, GangShape], str | None] = {}
@@ -40,19 +42,11 @@ class Feasibility:
         """The nodes that pass every filter for members of this placement key; evaluated once per node kind (nodes
         that differ only in name), node by node only when the pod names nodes."""
         if self._version != self.state.shape_version:
-            self._nodes.clear()
-            self._kinds.clear()
-            self._version = self.state.shape_version
+            self._refresh()
         nodes = self._nodes.get(key)
         if nodes is None:
             pod = PodInfo.of(spec, {r: v for r, v in usage.items() if r != PODS})
-            if pod.names_nodes:
-                views = list(self.state.nodes.values())
-            else:
-                if not self._kinds:
-                    for view in self.state.nodes.values():
-                        self._kinds.setdefault(view.kind, []).append(view)
-                views = [same[0] for same in self._kinds.values()]
+            views = self._views(pod)
             names = feasible(pod, [view.info for view in views])
             if len(views) < len(self.state.nodes):
                 passed = set(names)
@@ -61,6 +55,33 @@ class Feasibility:
             # One object per distinct set: sets of frozensets then compare by identity, not element by element.
             nodes = self._nodes[key] = next((s for s in self._nodes.values() if s == found), found)
         return nodes
+
+    def _refresh(self) -> None:
+        self._nodes.clear()
+        self._no_node.clear()
+        self._kinds.clear()
+        self._version = self.state.shape_version
+
+    def _views(self, pod: PodInfo) -> list[NodeView]:
+        """The nodes to evaluate the filters on for ``pod``: one per node kind, unless it names nodes."""
+        if pod.names_nodes:
+            return list(self.state.nodes.values())
+        if not self._kinds:
+            for view in self.state.nodes.values():
+                self._kinds.setdefault(view.kind, []).append(view)
+        return [same[0] for same in self._kinds.values()]
+
+    def no_node(self, key: str, spec: Mapping[str, Any], usage: Mapping[str, Decimal]) -> str:
+        """What rules out every node for members of this placement key (``explain.no_node_text``), "" when some node
+        passes; cached like ``nodes``."""
+        if self.nodes(key, spec, usage):
+            return ""
+        found = self._no_node.get(key)
+        if found is None:
+            pod = PodInfo.of(spec, {r: v for r, v in usage.items() if r != PODS})
+            looks = [(view.info, 1 if pod.names_nodes else len(self._kinds[view.kind])) for view in self._views(pod)]
+            found = self._no_node[key] = no_node_text(pod, looks)
+        return found
 
     def admits(self, pod: PodView, node: str) -> bool:
         """The node passes the pod's filters (taints, selector, affinity, resource kinds)."""
@@ -73,10 +94,9 @@ class Feasibility:
 
     def never_fits(self, key: GangKey, members: Sequence[Member]) -> str | None:
         """Cached per gang shape and node shape: a proof that it cannot fit even on an otherwise empty cluster."""
-        homeless = [m.name for m in members if not m.nodes]
-        if homeless:
-            return (f"{homeless[0]} has no schedulable node that matches its node selector, affinity and tolerations "
-                    "and offers every resource it requests")
+        homeless = next((m for m in members if not m.nodes), None)
+        if homeless is not None:
+            return f"member {homeless.name} can run on no node: {no_node_of(homeless) or 'no node passes its filters'}"
         shape: GangShape = (self.state.shape_version, frozenset(Counter(
             (m.nodes, tuple(sorted(m.requests.items())), m.host_ports) for m in members).items()))
         if shape in self._fits_somewhere:  # another gang of this shape was proven able to fit: so is this one

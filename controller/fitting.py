@@ -14,7 +14,7 @@ from controller.feasibility import Feasibility
 from controller.members import PodView
 from controller.planner import PlanResult, plan
 from controller.predicates import HostPort, gang_member_port
-from controller.problem import Member, NodeFree
+from controller.problem import Member, NodeFree, Unplaceable, no_node_of
 from controller.rooms import RoomIndex, Rooms, Shape, prefix
 from controller.state import ClusterState
 from gang.resources import Resources
@@ -37,7 +37,11 @@ class Fitting:
 
     def member(self, pod: PodView, gang: Gang) -> Member:
         ports = pod.ports | {_apart_port(gang, pod.name, pod.apart)} if gang.apart else pod.ports
-        return Member(pod.name, pod.usage, self.feasibility.nodes(pod.key, pod.spec or {}, pod.usage), ports)
+        nodes = self.feasibility.nodes(pod.key, pod.spec or {}, pod.usage)
+        if nodes:
+            return Member(pod.name, pod.usage, nodes, ports)
+        return Unplaceable(pod.name, pod.usage, nodes, ports,
+                           no_node=self.feasibility.no_node(pod.key, pod.spec or {}, pod.usage))
 
     def expected_members(self, gang: Gang) -> list[Member]:
         return [self.expected_member(gang, i) for i in range(len(gang.expected))]
@@ -46,7 +50,10 @@ class Fitting:
         e = gang.expected[index]
         name = f"{e.role} (expected #{index + 1})"
         ports = frozenset({_apart_port(gang, name, e.apart)}) if gang.apart else frozenset()
-        return Member(name, e.usage, self.feasibility.nodes(e.key, e.spec, e.usage), ports)
+        nodes = self.feasibility.nodes(e.key, e.spec, e.usage)
+        if nodes:
+            return Member(name, e.usage, nodes, ports)
+        return Unplaceable(name, e.usage, nodes, ports, no_node=self.feasibility.no_node(e.key, e.spec, e.usage))
 
     def _members_on(self, gang: Gang) -> dict[str, set[HostPort]]:
         """Per node, the pseudo ports of the gang's members already there (bound or released) if it keeps apart."""
@@ -119,7 +126,9 @@ class Fitting:
         """The planner's reason, from the room indexes: a member no node can hold, or too few slots for a class."""
         short = [(index, group) for index, group in demand.items() if slots[index] < len(group)]
         index, group = next(((i, g) for i, g in short if not slots[i]), short[0])
-        if not slots[index]:
+        if not slots[index] and no_node_of(group[0]):
+            reason = f"member {group[0].name} can run on no node: {no_node_of(group[0])}"
+        elif not slots[index]:
             most = {resource: index.most(resource) for resource in index.usage}
             reason = too_big_text(group[0].name, index.usage, len(index.nodes), most, "free")
         else:

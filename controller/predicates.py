@@ -53,8 +53,11 @@ __all__ = [
     "normalize_port",
     "one_member_per_node",
     "ports_clash",
+    "requirement_text",
+    "taint_text",
     "tolerates",
     "unfit",
+    "untolerated",
 ]
 
 Obj = Mapping[str, Any]
@@ -201,9 +204,16 @@ def _tolerated(tolerations: Iterable[Obj], taint: Obj) -> bool:
     return any(tolerates(toleration, taint) for toleration in tolerations)
 
 
-def _taint_text(taint: Obj) -> str:
+def taint_text(taint: Obj) -> str:
+    """A taint as kubectl prints it: key=value:Effect (key:Effect without a value)."""
     key, value, effect = taint.get("key") or "", taint.get("value") or "", taint.get("effect") or ""
     return f"{key}={value}:{effect}" if value else f"{key}:{effect}"
+
+
+def untolerated(tolerations: Iterable[Obj], taints: Iterable[Obj]) -> list[Obj]:
+    """The taints TaintToleration filters on (NoSchedule, NoExecute) that no toleration tolerates, in order."""
+    tolerations = tuple(tolerations)
+    return [t for t in taints if t.get("effect") in _FILTERED_EFFECTS and not _tolerated(tolerations, t)]
 
 
 class NodeUnschedulable:
@@ -243,7 +253,7 @@ class TaintToleration:
     def filter(self, pod: PodInfo, node: NodeInfo) -> Unfit | None:
         for taint in node.taints:
             if taint.get("effect") in _FILTERED_EFFECTS and not _tolerated(pod.tolerations, taint):
-                return Unfit(self, f"node(s) had untolerated taint {{{_taint_text(taint)}}}")
+                return Unfit(self, f"node(s) had untolerated taint {{{taint_text(taint)}}}")
         return None
 
 
@@ -311,6 +321,23 @@ def _label_matches(labels: Mapping[str, str], key: str, operator: str, values: t
     return actual > bound if operator == "Gt" else actual < bound
 
 
+_OPERATOR_TEXT = {"In": "in", "NotIn": "notin"}
+
+
+def requirement_text(requirement: tuple[str, str, tuple[str, ...] | str]) -> str:
+    """A node selector requirement (a label one, or a field one with its single value) in label selector syntax,
+    as kubectl's ``-l`` reads it: ``zone in (a,b)``, ``!pool``, ``generation<6``."""
+    key, operator, values = requirement
+    listed = ",".join((values,) if isinstance(values, str) else values)
+    if operator in _OPERATOR_TEXT:
+        return f"{key} {_OPERATOR_TEXT[operator]} ({listed})"
+    if operator == "Exists":
+        return key
+    if operator == "DoesNotExist":
+        return f"!{key}"
+    return f"{key}{'>' if operator == 'Gt' else '<'}{listed}"
+
+
 def _term_matches(term: _Term, labels: Mapping[str, str], name: str) -> bool:
     if not term.valid:
         return False
@@ -347,6 +374,11 @@ class Placement:
         return any(key == HOSTNAME_LABEL for key, _ in self.selector) or any(
             term.fields or any(requirement[0] == HOSTNAME_LABEL for requirement in term.labels)
             for term in self.terms or ())
+
+    @staticmethod
+    def requirement_matches(requirement: tuple[str, str, tuple[str, ...]], labels: Mapping[str, str]) -> bool:
+        """One label requirement of a term against a node's labels."""
+        return _label_matches(labels, *requirement)
 
     def matches(self, labels: Mapping[str, str], name: str) -> bool:
         if any(labels.get(key) != value for key, value in self.selector):

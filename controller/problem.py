@@ -36,7 +36,7 @@ class Member:
     the node of a member already bound or reserved: it stays there and is charged like any other member, so callers
     pass free capacity that does not already subtract the gang's own pinned members. Expected members that do not
     exist yet are members like any other: planning them now is what reserves their room. A member without a
-    ``pods`` request takes one pod slot.
+    ``pods`` request takes one pod slot. A member no node admits is an ``Unplaceable``.
     """
 
     name: str
@@ -44,6 +44,19 @@ class Member:
     nodes: frozenset[str]
     host_ports: frozenset[Port] = frozenset()
     pinned: str | None = None
+
+
+@dataclass(frozen=True)
+class Unplaceable(Member):
+    """A member whose filters no node passes (``nodes`` empty): ``no_node`` says what rules out every node (a
+    subclass, so that the members that do have nodes, nearly all, carry nothing more)."""
+
+    no_node: str = ""
+
+
+def no_node_of(member: Member) -> str:
+    """What rules out every node for ``member``, "" when unknown (or some node admits it)."""
+    return member.no_node if isinstance(member, Unplaceable) else ""
 
 
 @dataclass
@@ -122,6 +135,7 @@ class MemberClass:
     eligible: list[int]  # node indices, ascending
     pinned: str | None
     count: int
+    no_node: str = ""  # with no eligible node: what rules out every node for its first member (``Member.no_node``)
 
 
 @dataclass
@@ -187,7 +201,7 @@ def build(members: Sequence[Member], nodes: Sequence[NodeFree]) -> Problem:
                     need=[(position[r], _units(v, exponents[position[r]])) for r, v in key[0]],
                     dense=[_units(requests[key].get(r, 0), e) for r, e in zip(resources, exponents, strict=True)],
                     ports=key[2], eligible=sorted(index[n] for n in key[1] if n in index), pinned=key[3],
-                    count=len(group))
+                    count=len(group), no_node="" if key[1] else no_node_of(min(group, key=lambda m: m.name)))
         for key, group in groups.items()
     ]
     classes.sort(key=_size_key(free, len(resources)))

@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from controller import slim
+from controller.announce import EVICT, JOIN, Announcer, Tell
 from controller.engine import Cause, Cycle, Engine, Eviction, GangDecision, Release, Verdict
 from controller.evict import DONE, GONE, Evictor
 from controller.health import HealthServer
@@ -96,7 +97,8 @@ class Controller:
         # Only watch events update the state: they arrive in order, patch responses would race them.
         self.patcher = Patcher(api_client, lambda reason: self.metrics.patch_errors.labels(reason).inc())
         self.evictor = Evictor(api_client, lambda reason: self.metrics.repair_errors.labels(reason).inc())
-        self.events = EventRecorder(api_client, on_dropped=self.metrics.events_dropped.inc)
+        self.events = EventRecorder(api_client, instance=identity or default_identity(),
+                                    on_dropped=self.metrics.events_dropped.inc)
         # Each gang's PodGroup: the loop hands desired states over (controller/status.py), a writer writes them.
         fresh = ApiSource(api_client, config.api_timeout_seconds)  # whether a root still exists: never a cached answer
         self.podgroups = PodGroupWriter(api_client, leading=lambda: self._leading.is_set(),
@@ -123,9 +125,9 @@ class Controller:
         self._health = HealthServer("0.0.0.0", port, self.metrics.registry, self.ready, self.healthy) \
             if port is not None else None
         self._heartbeat = time.monotonic()
-        self._last: dict[GangKey, tuple[str, str]] = {}
+        self._announcer = Announcer()
+        self._last = self._announcer.gangs  # what was told per gang (pruned with the gangs)
         self._timed_out: set[GangKey] = set()  # counted in the timeouts metric
-        self._timeout_told: set[GangKey] = set()  # their GangTimeout event recorded
         self._threads: list[threading.Thread] = []
         self.cycles = 0
         self.last_cycle: Cycle | None = None
@@ -319,7 +321,7 @@ class Controller:
             targets += [{"apiVersion": "v1", "kind": "Pod", "name": p.name, "namespace": p.namespace, "uid": p.uid}
                         for p in pods][:MEMBER_EVENTS]
             for target in targets:
-                self.events.record(target, "Warning", reason, message)
+                self.events.record(target, "Warning", reason, message, EVICT)
             for pod in pods:
                 self.evictor.delete(pod.namespace, pod.name, pod.uid, functools.partial(self._deleted, pod.uid))
 
@@ -386,7 +388,7 @@ class Controller:
             if status in DONE:  # not 409: the pod changed meanwhile (bound?), and is checked again
                 self.metrics.escaped_pods.labels(action).inc()
                 log.warning("GangMemberEscaped %s/%s: %s", namespace, name, message)
-                self.events.record(target, "Warning", "GangMemberEscaped", message)
+                self.events.record(target, "Warning", "GangMemberEscaped", message, JOIN if node else EVICT)
 
         write(done=done)
 
@@ -449,7 +451,6 @@ class Controller:
         for key in [k for k in self._last if k not in seen]:
             del self._last[key]
         self._timed_out &= seen
-        self._timeout_told &= seen
 
     def _status(self, cycle: Cycle, now: float) -> None:
         """Hand the PodGroups of the gangs that changed to the writer (it never makes the loop wait)."""
@@ -459,48 +460,36 @@ class Controller:
             self.metrics.set_gang_phases({str(phase): n for phase, n in self._statuses.counts.items()})
 
     def _announce(self, decision: GangDecision) -> None:
-        members = self.state.members(decision.key)
-        if not members:
-            return
+        """The gang's events, as ``controller/announce.py`` decides them: on phase transitions and material changes,
+        aggregated per gang."""
         if decision.timed_out and decision.key not in self._timed_out:
             self._timed_out.add(decision.key)
             self.metrics.gang_timeouts.inc()
-        if decision.timed_out and decision.key not in self._timeout_told and self._event(
-                decision, members, "Warning", "GangTimeout", f"gang {decision.name} has waited {decision.waited:.0f}s, "
-                f"longer than its schedule timeout; still gated: {decision.reason}"):
-            self._timeout_told.add(decision.key)
-        if decision.decision in (Verdict.RUNNING, Verdict.EVICT):  # an eviction is told by _evict
+        key, now = decision.key, self.clock()
+        counts = self._announcer.counts(key, self.state.gang_versions.get(key),
+                                        lambda: (self.state.pods[uid] for uid in self.state.gangs.get(key, ())))
+        vacancies = self.state.vacancies.get(key)
+        replacing = bool(vacancies) and any(v.until > now for v in vacancies or ())
+        tells = self._announcer.tells(decision, counts, key in self.state.whole, now, replacing)
+        if not tells:
             return
-        summary = (decision.decision, decision.reason)
-        if self._last.get(decision.key) == summary:
+        members = self.state.members(key)
+        if not members:
             return
-        if decision.decision == Verdict.RELEASE:
-            nodes = len({n for n in decision.plan.values() if n})
-            told = self._event(decision, members, "Normal", "GangReleased",
-                               f"released {len(decision.released)} member(s) of gang {decision.name} on a plan over "
-                               f"{nodes} node(s): {decision.reason}", members_too=False)
-        elif decision.decision == Verdict.NEVER_FITS:
-            told = self._event(decision, members, "Warning", "GangNeverFits", f"gang {decision.name} can never fit: "
-                               f"{decision.reason}")
-        elif decision.decision == Verdict.NOT_CERTIFIABLE:
-            told = self._event(decision, members, "Warning", "GangNotCertifiable", decision.reason)
-        elif decision.cause == Cause.MEMBERS:
-            told = self._event(decision, members, "Normal", "GangWaiting", decision.reason)
-        else:
-            told = self._event(decision, members, "Normal", "GangInsufficientCapacity", decision.reason)
-        if told:  # a dropped event (rate limit, full queue) is told again on a later pass
-            self._last[decision.key] = summary
+        for tell in tells:
+            if self._event(members, tell):  # a dropped event (rate limit, full queue) is told again on a later pass
+                self._announcer.told(key, tell, now)
 
-    def _event(self, decision: GangDecision, members: list[PodView], type_: str, reason: str, message: str,
-               members_too: bool = True) -> bool:
-        """Record the event on the root and on up to MEMBER_EVENTS gated members; False when every one of them
-        was dropped (the caller tells it again later)."""
+    def _event(self, members: list[PodView], tell: Tell) -> bool:
+        """Record the event on the root and, when ``tell.members``, on up to MEMBER_EVENTS gated members (without a
+        root: on the first gated member at least); False when every one of them was dropped (the caller tells it
+        again later)."""
         root = root_reference(members[0])
         targets = [root] if root is not None else []
-        if members_too:
+        if tell.members or not targets:
             targets += [{"apiVersion": "v1", "kind": "Pod", "name": p.name, "namespace": p.namespace, "uid": p.uid}
-                        for p in members if p.gated][:MEMBER_EVENTS]
-        recorded = [self.events.record(target, type_, reason, message) for target in targets]
+                        for p in members if p.gated][:MEMBER_EVENTS if tell.members else 1]
+        recorded = [self.events.record(target, tell.type, tell.reason, tell.note, tell.action) for target in targets]
         return any(recorded) or not targets
 
 

@@ -108,14 +108,17 @@ def _watch_pods(core: Any, timeline: Timeline, stop: threading.Event, seen: dict
             stream.stop()
 
 
-def _watch_events(core: Any, timeline: Timeline, stop: threading.Event) -> None:
-    """The controller's events on the jobs (the same also go to up to 20 gated members)."""
+def _watch_events(events: Any, timeline: Timeline, stop: threading.Event) -> None:
+    """The controller's events (events.k8s.io/v1) on the jobs (those about waiting for room also go to up to 20 gated
+    members). Read as plain JSON: an Event recorded through core/v1 has no eventTime, which the client's model
+    requires."""
     stream = watch.Watch()
-    for event in stream.stream(core.list_namespaced_event, NAMESPACE, timeout_seconds=120):
+    for event in stream.stream(events.list_namespaced_event, NAMESPACE, timeout_seconds=120, deserialize=False):
         obj = event["object"]
-        if event["type"] == "ADDED" and obj.involved_object.kind != "Pod":
-            timeline.say(f"  controller: {obj.reason} on {obj.involved_object.kind} {obj.involved_object.name}: "
-                         f"{obj.message}")
+        regarding = obj.get("regarding") or {}
+        if event["type"] == "ADDED" and regarding.get("kind") != "Pod":
+            timeline.say(f"  controller: {obj.get('reason')} on {regarding.get('kind')} {regarding.get('name')}: "
+                         f"{obj.get('note')}")
         if stop.is_set():
             stream.stop()
 
@@ -220,7 +223,8 @@ def run(args: argparse.Namespace) -> int:
             stop = threading.Event()
             watcher = threading.Thread(target=_watch_pods, args=(core, timeline, stop, seen), daemon=True)
             watcher.start()
-            threading.Thread(target=_watch_events, args=(core, timeline, stop), daemon=True).start()
+            threading.Thread(target=_watch_events, args=(client.EventsV1Api(kube), timeline, stop),
+                             daemon=True).start()
             custom = client.CustomObjectsApi(kube)
             for obj in workloads():
                 group, version = obj["apiVersion"].split("/")

@@ -33,7 +33,7 @@ from kube.client import api_request, new_api_client
 Access = tuple[str, str, str, str, str]  # verb, API group, resource, namespace ("" everywhere), name ("" any)
 RENEWAL_GRACE = datetime.timedelta(hours=1)  # a renewal due for longer than this has failed
 CONTROLLER_EVENTS = ("GangWaiting", "GangInsufficientCapacity", "GangNeverFits", "GangNotCertifiable",
-                     "GangTimeout", "GangReleased")
+                     "GangTimeout", "GangReleased", "GangRunning", "GangSucceeded", "GangFailed")
 STUCK_EVENTS = ("GangNeverFits", "GangNotCertifiable")  # waiting will not help: the gang itself must change
 FIRST_EVENT_WITHIN = datetime.timedelta(minutes=1)  # a new gang the controller has not reported on yet
 CONFIG_MAP, CONFIG_KEY = "kubenexus-config", "config.yaml"  # deploy/base: mounted by both components
@@ -50,8 +50,9 @@ def required_access(config: Config) -> dict[str, list[Access]]:
                     for plural in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")
                     for verb in ("get", "update")]
     controller = [(verb, "", "pods", "", "") for verb in ("get", "list", "watch", "patch")]
-    controller += [("list", "", "nodes", "", ""), ("watch", "", "nodes", "", ""), ("create", "", "events", "", ""),
-                   ("patch", "", "events", "", ""), ("get", "", "namespaces", "", ""),
+    controller += [("list", "", "nodes", "", ""), ("watch", "", "nodes", "", ""),
+                   ("create", "events.k8s.io", "events", "", ""), ("patch", "events.k8s.io", "events", "", ""),
+                   ("get", "", "namespaces", "", ""),
                    ("get", "coordination.k8s.io", "leases", ns, LEASE_NAME),
                    ("update", "coordination.k8s.io", "leases", ns, LEASE_NAME),
                    ("create", "coordination.k8s.io", "leases", ns, "")]
@@ -286,7 +287,8 @@ def check_gated(cluster: Cluster, config: Config, now: datetime.datetime) -> lis
     findings, events = [], {}
     for (namespace, group), members in sorted(gangs.items()):
         if namespace not in events:
-            events[namespace] = (cluster.get(f"/api/v1/namespaces/{namespace}/events") or {}).get("items", [])
+            events[namespace] = (cluster.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events") or {}).get(
+                "items", [])
         about = _gang_events(events[namespace], members)
         oldest = min((_time(p["metadata"].get("creationTimestamp")) or now) for p in members)
         text = (f"{namespace}/{group}: {len(members)} pod(s) SchedulingGated for "
@@ -297,25 +299,34 @@ def check_gated(cluster: Cluster, config: Config, now: datetime.datetime) -> lis
                 "" if new else ": is the controller running and leading?"), info=new))
             continue
         latest = about[-1]
-        reason = f"{latest['reason']}: {latest.get('message')}"
+        reason = f"{latest['reason']}: {latest.get('note')}"
         timed_out = [e for e in about if e.get("reason") == "GangTimeout"]
         if timed_out and latest is not timed_out[-1]:
-            reason += f" (and GangTimeout: {timed_out[-1].get('message')})"
+            reason += f" (and GangTimeout: {timed_out[-1].get('note')})"
         stuck = bool(timed_out) or latest["reason"] in STUCK_EVENTS
         findings.append(Finding(not stuck, "gated pods", text + reason, info=not stuck))
     return findings
 
 
 def _gang_events(events: list[Obj], members: list[Obj]) -> list[Obj]:
-    """The controller's events about the gang's root or its members, oldest first."""
+    """The controller's events (events.k8s.io/v1) about the gang's root or its members, oldest first (by when each
+    was last observed)."""
     subjects = {("Pod", p["metadata"]["name"]) for p in members}
     owner = (members[0]["metadata"].get("annotations") or {}).get(keys.OWNER_ANNOTATION) or ""
     if owner.count("/") >= 3:  # <group>/<version>/<kind>/<name>
         subjects.add(tuple(owner.split("/")[-2:]))
-    ours = [e for e in events if e.get("reason") in CONTROLLER_EVENTS and ((e.get("involvedObject") or {}).get("kind"),
-                                                                           (e.get("involvedObject") or {}).get("name"))
+    ours = [e for e in events if e.get("reason") in CONTROLLER_EVENTS and ((e.get("regarding") or {}).get("kind"),
+                                                                           (e.get("regarding") or {}).get("name"))
             in subjects]
-    return sorted(ours, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+    return sorted(ours, key=_observed)
+
+
+def _observed(event: Obj) -> datetime.datetime:
+    """When an Event was last observed: its series' last observation, else its time (or the core/v1 timestamps of
+    an Event recorded through core/v1)."""
+    text = ((event.get("series") or {}).get("lastObservedTime") or event.get("eventTime")
+            or event.get("deprecatedLastTimestamp") or "")
+    return _time(text) or datetime.datetime.min.replace(tzinfo=datetime.UTC)
 
 
 # --- PodGroups -----------------------------------------------------------------------------------------------

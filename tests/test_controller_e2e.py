@@ -35,6 +35,7 @@ from tests.support.gang_pods import (
     TIMEOUT,
     delete_pods,
     describe,
+    events,
     gated,
     name_of,
     planned,
@@ -201,6 +202,11 @@ def test_spark_application_with_ten_executors_starts_whole(kube: Kube, ns: str,
     assert set(nodes) == set(CPU_NODES), f"11 one-cpu pods on 4-cpu nodes need all three: {sorted(nodes)}"
     assert all(nodes.count(n) <= 4 for n in CPU_NODES), sorted(nodes)
     assert wait_event(kube, ns, "SparkApplication", "pi", "GangReleased")
+    # one release: the driver on a plan with slots for its executors, then the executors into those slots, pass after
+    # pass; its event counts them all (told at most every 10 s: the notes are those of the moment they were written)
+    wait_for(lambda: [n for n in events(kube, ns, "SparkApplication", "pi", "GangReleased")
+                      if n.startswith("released 11 members of gang pi on a plan over 3 nodes: ")], TIMEOUT,
+             lambda: f"GangReleased for all 11 members: {events(kube, ns, 'SparkApplication', 'pi', 'GangReleased')}")
 
     # the intruder would have taken room kept for the executors: it waits, gated, and says why
     intruder = kube.pods(ns, f"{JOB_NAME}=intruder")

@@ -39,6 +39,7 @@ from kube.client import api_request, new_api_client
 from kubenexus.local_webhook import KUBENEXUS, LocalWebhook, free_port
 from tests.support.contract import CONTROLLER, GROUP, MIN, OPT_IN
 from tests.support.deploy import SECRET, WEBHOOK, Kubectl, bundles_installed, secret_bundle
+from tests.support.events import list_events
 from tests.support.kube import Kube
 from tests.support.podgroups import podgroup
 from tests.support.polling import wait_for
@@ -157,9 +158,9 @@ def podgroup_status(kube: Kube, namespace: str, name: str) -> Obj:
 
 
 def pod_events(kube: Kube, namespace: str, name: str, reason: str) -> list[str]:
-    items = json.loads(kube.core.list_namespaced_event(namespace, _preload_content=False).data)["items"]
-    return [e.get("message", "") for e in items
-            if e.get("reason") == reason and (e.get("involvedObject") or {}).get("name") == name]
+    """The notes of the events.k8s.io/v1 Events with ``reason`` regarding an object named ``name``."""
+    return [e.get("note", "") for e in list_events(kube.api_client, namespace)
+            if e.get("reason") == reason and (e.get("regarding") or {}).get("name") == name]
 
 
 # --- healthy ------------------------------------------------------------------------------------------------------
@@ -393,7 +394,8 @@ def test_rbac_missing_a_permission(install: Install) -> None:
         code, out = install.doctor()
         assert code == 1, out
         [problem] = problems(out)
-        assert "[rbac] kubenexus-controller: is missing create events, patch events" in problem, out
+        assert ("[rbac] kubenexus-controller: is missing create events.events.k8s.io, patch events.events.k8s.io"
+                in problem), out
         assert [line for line in lines(out, "rbac") if "kubenexus-webhook" in line][0].startswith("ok")
     finally:
         current = install.rbac.read_cluster_role("kubenexus-controller")

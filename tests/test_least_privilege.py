@@ -12,13 +12,14 @@ One local cluster (apiserver, scheduler, kubelet, every emulated operator) runs 
 
 Roots of every kind the webhook reads are created (the builders of ``test_cluster_e2e``), plus a Spark run of a
 ScheduledSparkApplication and a Job of a CronJob, so that the webhook walks every owner kind; the controller
-releases gangs, writes events (one repeated, so it is patched), holds and hands over the Lease, and resolves three
-pods that admission left unresolved (written as admission stores them when its owner or PodGroup lookup failed: the
-emulator cannot make an apiserver read fail), one of them naming a user-created PodGroup that a bare pod names too.
-The emulator records every request with its user; the tests then check them against the RBAC objects of ``kubectl
-kustomize deploy/base``, evaluated as the RBAC authorizer does (cluster/rbac.py): every request of a component must
-be allowed by the roles bound to its ServiceAccount (plus the default discovery roles every authenticated user has),
-and every verb x resource x resourceName of those roles must have been used at least once. No wildcards.
+releases gangs, writes events (one repeated, so that its series is patched), holds and hands over the Lease, and
+resolves three pods that admission left unresolved (written as admission stores them when its owner or PodGroup
+lookup failed: the emulator cannot make an apiserver read fail), one of them naming a user-created PodGroup that a
+bare pod names too. The emulator records every request with its user; the tests then check them against the RBAC
+objects of ``kubectl kustomize deploy/base``, evaluated as the RBAC authorizer does (cluster/rbac.py): every request
+of a component must be allowed by the roles bound to its ServiceAccount (plus the default discovery roles every
+authenticated user has), and every verb x resource x resourceName of those roles must have been used at least once.
+No wildcards.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from tests.support.deploy import (
     secret_bundle,
     webhook_configurations,
 )
+from tests.support.events import list_events
 from tests.support.kube import Kube, pods_resource
 from tests.support.podgroups import GROUP as PODGROUP_GROUP
 from tests.support.podgroups import PLURAL as PODGROUP_PLURAL
@@ -376,17 +378,17 @@ def scenario(cluster: LocalCluster, kube: Kube, workdir: Path, tls: Any, result:
     checks["escaped"] = wait_for(lambda: "vllm-escaped" not in {p["metadata"]["name"] for p in kube.pods(ns)},
                                  TIMEOUT, "the escaped pod deleted")
 
-    # --- a repeated event is patched (the recorder's repeat interval shortened from 60 s) ---
+    # --- a repeated event's series is patched (the recorder's repeat interval shortened from 60 s) ---
     recorder = EventRecorder(new_api_client(controller_kubeconfig, 4, 0), repeat_interval=0.0)
     reference = {"apiVersion": "batch/v1", "kind": "Job", "name": "etl", "namespace": ns,
                  "uid": roots["Job"]["metadata"]["uid"]}
     message = f"2/3 members present ({uuid.uuid4().hex[:6]})"
     for _ in range(2):
-        recorder.record(reference, "Normal", "GangWaiting", message)
+        recorder.record(reference, "Normal", "GangWaiting", message, "HoldGate")
         assert recorder.flush(10)
     recorder.close()
-    [event] = [e for e in kube.core.list_namespaced_event(ns).items if e.message == message]
-    checks["event count"] = event.count
+    [event] = [e for e in list_events(kube.api_client, ns) if e.get("note") == message]
+    checks["event count"] = (event.get("series") or {}).get("count")
 
     # --- certificate drift: the Secret loses its serving certificate; the webhook's periodic pass re-issues it ---
     kube.core.patch_namespaced_secret(SECRET, NAMESPACE, [{"op": "remove", "path": "/data/tls.crt"}])

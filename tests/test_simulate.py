@@ -235,8 +235,10 @@ def test_gpu_gangs():
     resnet = members("gpu.yaml", "resnet")
     assert_released(gangs["resnet"], resnet)
     check_plan(gangs["resnet"]["plan"], demand(resnet, R(cpu=8000, mem=64 * GI, gpu=4)), free)
-    # vit: no toleration for nvidia.com/gpu=present:NoSchedule, and cpu-a has no nvidia.com/gpu at all.
-    assert_held(gangs["vit"], "never-fits", "vit-worker-0 has no schedulable node that matches")
+    # vit: no toleration for nvidia.com/gpu=present:NoSchedule, and cpu-a has no nvidia.com/gpu at all: no filter
+    # rules out all three nodes alone; the first each fails (the scheduler's order: taints before resources).
+    assert_held(gangs["vit"], "never-fits", "member vit-worker-0 can run on no node: none of the 3 nodes passes its "
+                "filters: 2 are tainted nvidia.com/gpu=present:NoSchedule, 1 is without nvidia.com/gpu")
 
 
 def test_pod_slots_are_a_resource():
@@ -332,9 +334,11 @@ def test_node_selector_and_required_node_affinity():
                    allowed=dict.fromkeys(pods, nodes), apart=[pods])
         plans.append(gangs[job]["plan"])
     check_plan(merged(*plans), {p: R(cpu=100, mem=128) for plan in plans for p in plan}, free)
-    # absent: generation Lt 6 (a1, a2) AND no pool label (none); gpu-pool: no node has pool=gpu.
-    for job in ("absent", "gpu-pool"):
-        assert_held(gangs[job], "never-fits", "has no schedulable node that matches its node selector, affinity")
+    # absent: generation Lt 6 (a1, a2) AND no pool label (none: every node has one); gpu-pool: no node has pool=gpu.
+    assert_held(gangs["absent"], "never-fits", "member absent-0-7xk2p can run on no node: no node matches its required "
+                "node affinity example.com/cpu-generation<6,!pool (no node satisfies !pool)")
+    assert_held(gangs["gpu-pool"], "never-fits",
+                "member gpu-pool-0-7xk2p can run on no node: no node matches the node selector pool=gpu")
 
 
 def test_host_ports():

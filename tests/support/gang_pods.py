@@ -9,6 +9,7 @@ from collections.abc import Callable
 from kubernetes.client import ApiException
 
 from tests.support.contract import GATE, PLANNED_NODE
+from tests.support.events import about, list_events
 from tests.support.kube import Kube
 from tests.support.polling import wait_for
 from tests.support.roots import IMAGE, OPTED_IN, Obj
@@ -57,15 +58,13 @@ def planned(pod: Obj) -> str | None:
 
 
 def events(kube: Kube, ns: str, kind: str, name: str, reason: str) -> list[str]:
-    items = json.loads(kube.core.list_namespaced_event(ns, _preload_content=False).data)["items"]
-    return [e.get("message", "") for e in items if e.get("reason") == reason
-            and (e.get("involvedObject") or {}).get("kind") == kind and e["involvedObject"].get("name") == name]
+    """The notes of the events.k8s.io/v1 Events with ``reason`` regarding ``kind``/``name``, oldest first."""
+    return [e.get("note", "") for e in about(list_events(kube.api_client, ns), kind, name, reason)]
 
 
 def all_events(kube: Kube, ns: str) -> list[tuple[str, str, str, str]]:
-    items = json.loads(kube.core.list_namespaced_event(ns, _preload_content=False).data)["items"]
-    return [(e["involvedObject"].get("kind"), e["involvedObject"].get("name"), e.get("reason"), e.get("message"))
-            for e in items]
+    return [(e["regarding"].get("kind"), e["regarding"].get("name"), e.get("reason"), e.get("note"))
+            for e in list_events(kube.api_client, ns)]
 
 
 def wait_event(kube: Kube, ns: str, kind: str, name: str, reason: str) -> list[str]:
