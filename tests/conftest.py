@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,12 @@ import pytest
 from kubernetes import client, config
 
 from certs.generate import generate
+from cluster.local import LocalCluster
 from cluster.stub import StubApiServer
+from controller.run import Controller
+from gang.config import Config
+from kube.client import new_api_client
+from tests.support.contract import CONTROLLER
 from tests.support.webhook import Webhook
 
 #: Every test carries exactly one: ``pytest -m unit`` runs the fast in-process tests, ``pytest -m e2e`` the rest.
@@ -92,3 +97,24 @@ def namespace(apiserver: StubApiServer) -> str:
     name = f"ns-{uuid.uuid4().hex[:10]}"
     apiserver.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "uid": name}})
     return name
+
+
+@pytest.fixture(scope="module")
+def controller_kubeconfig(cluster: LocalCluster) -> str:
+    """The controller's service account on the module's local cluster (each e2e module defines ``cluster``)."""
+    return cluster.add_user(CONTROLLER)
+
+
+@pytest.fixture
+def controllers(controller_kubeconfig: str) -> Iterator[Callable[..., Controller]]:
+    """Start a gate controller as the controller's service account; every one is stopped after the test."""
+    started: list[Controller] = []
+
+    def start(**options: Any) -> Controller:
+        controller = Controller(new_api_client(controller_kubeconfig, 32, 3), Config(), port=0, **options)
+        started.append(controller.start())
+        return controller
+
+    yield start
+    for controller in started:
+        controller.stop()

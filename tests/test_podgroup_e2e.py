@@ -18,8 +18,6 @@ from kubernetes.client import ApiException
 
 from cluster.local import LocalCluster, NodeSpec
 from controller.run import Controller
-from gang.config import Config
-from kube.client import new_api_client
 from tests.support.contract import CONTROLLER
 from tests.support.gang_pods import (
     GPU,
@@ -76,25 +74,6 @@ def kube(cluster: LocalCluster, workdir: Any, tls: Any) -> Iterator[Kube]:
                 if exc.status != 409:
                     raise
         yield api
-
-
-@pytest.fixture(scope="module")
-def controller_kubeconfig(cluster: LocalCluster) -> str:
-    return cluster.add_user(CONTROLLER)
-
-
-@pytest.fixture
-def controllers(controller_kubeconfig: str) -> Iterator[Callable[..., Controller]]:
-    started: list[Controller] = []
-
-    def start(**options: Any) -> Controller:
-        controller = Controller(new_api_client(controller_kubeconfig, 32, 3), Config(), port=0, **options)
-        started.append(controller.start())
-        return controller
-
-    yield start
-    for controller in started:
-        controller.stop()
 
 
 @pytest.fixture
