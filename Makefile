@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-unit demo bench soak lint typecheck clean
+.PHONY: test test-unit demo bench soak lint typecheck clean chromium
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -11,7 +11,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-test: $(STAMP) typecheck
+# The Python packages and Chromium at once (-j2: their downloads overlap), then the checks.
+test:
+	@$(MAKE) --no-print-directory -j2 $(STAMP) chromium
+	@$(MAKE) --no-print-directory typecheck
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 	$(BIN)/python bench/admission_bench.py --smoke
@@ -42,6 +45,21 @@ lint: $(STAMP) typecheck
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict --follow-imports=silent gang controller workloads
 	$(BIN)/mypy kube webhook certs kubenexus cluster
+
+# Headless Chromium draws the gang timeline in tests/test_timeline_browser.py: installed with apt-get when missing
+# (root only); without it that test fails and says so.
+chromium:
+	@if command -v $${CHROMIUM:-chromium} >/dev/null; then :; \
+	elif [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+	  echo "chromium: missing, and only root with apt-get can install it here: the timeline browser test will fail"; \
+	else \
+	  log=$$(mktemp); start=$$(date +%s); echo "chromium: installing with apt-get (log: $$log)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  if { apt-get install -y --no-install-recommends chromium || \
+	       { apt-get update && apt-get install -y --no-install-recommends chromium; }; } >$$log 2>&1; \
+	  then echo "chromium: installed in $$(( $$(date +%s) - start ))s"; \
+	  else tail -5 $$log; echo "chromium: apt-get failed: the timeline browser test will fail"; fi; \
+	fi
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -8,7 +8,7 @@ import sys
 from certs import ensure as certs_ensure
 from certs import generate as certs_generate
 from cluster import serve as cluster_serve
-from kubenexus import demo, doctor, explain, simulate
+from kubenexus import demo, doctor, explain, simulate, timeline
 
 
 def _webhook(args: argparse.Namespace) -> int:
@@ -58,6 +58,7 @@ def parser() -> argparse.ArgumentParser:
     demo.add_parser(commands)
     simulate.add_parser(commands)
     doctor.add_parser(commands)
+    timeline.add_parser(commands)
     return top
 
 

@@ -1,4 +1,4 @@
-"""``kubenexus cluster serve`` and ``kubenexus demo`` as users run them."""
+"""``kubenexus cluster serve`` and ``kubenexus controller`` as users run them (the demo: ``tests/test_demo.py``)."""
 
 from __future__ import annotations
 
@@ -57,27 +57,6 @@ def test_cluster_serve_rejects_a_bad_nodes_file(tmp_path):
     done = subprocess.run([KUBENEXUS, "cluster", "serve", "--nodes-file", str(bad), "--kubeconfig-out",
                            str(tmp_path / "kc")], capture_output=True, text=True, timeout=30)
     assert done.returncode == 2 and "expected one or more Node objects" in done.stderr
-
-
-def test_demo_shows_gated_gangs_and_the_job_that_did_not_opt_in():
-    started = time.monotonic()
-    done = subprocess.run([KUBENEXUS, "demo", "--seconds", "4"], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    out = done.stdout
-    assert "pod spark-pi-driver (owner SparkApplication/spark-pi) created GATED: gang spark-pi of 5" in out
-    for index in range(3):
-        assert f"pod resnet-worker-{index} (owner PyTorchJob/resnet) created GATED: gang resnet of 4" in out
-    assert "pod adhoc-report-driver (owner SparkApplication/adhoc-report) created, not gated" in out
-    assert "is not opted in to gang scheduling" in out  # the webhook's reason for the job left alone
-    assert "pod adhoc-report-driver is Running" in out
-    # at the end, each gang's PodGroup as `kubectl get podgroups -A` shows it (the printer columns of its CRD)
-    table = out[out.index("$ kubectl get podgroups -A"):].splitlines()[1:]
-    assert table[0].split() == ["NAMESPACE", "NAME", "PHASE", "MIN", "PRESENT", "RUNNING", "WAITING-FOR", "AGE"]
-    rows = {line.split()[1]: line.split() for line in table[1:] if line.strip()}
-    assert set(rows) == {"spark-pi", "resnet", "bert", "giant"}, table
-    assert rows["giant"][2:4] == ["NeverFits", "2"] and "never fits" in " ".join(rows["giant"]), table
-    assert rows["spark-pi"][3] == "5" and rows["resnet"][3] == "4", table
-    assert time.monotonic() - started < 90
 
 
 def test_controller_serves_health_leads_and_hands_back_its_lease_on_sigterm(tmp_path):

@@ -1,0 +1,76 @@
+"""``kubenexus timeline`` against a cluster: it reads pods, Events (and PodGroups, when the CRD is there) through the
+kubeconfig it is given, in one namespace, the context's, or all, and writes the picture."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+
+from cluster.local import LocalCluster
+from gang import keys
+from kubenexus.local_webhook import KUBENEXUS
+
+pytestmark = pytest.mark.e2e
+
+
+def gang_pod(name: str, gang: str, gated: bool) -> dict[str, Any]:
+    return {"metadata": {"name": name,
+                         "labels": {keys.POD_GROUP_LABEL: gang, keys.POD_GROUP_MIN_LABEL: "2"},
+                         "annotations": {keys.OWNER_ANNOTATION: f"kubeflow.org/v1/PyTorchJob/{gang}"}},
+            "spec": {"containers": [{"name": "main", "image": "pytorch:2.5"}],
+                     "schedulingGates": [{"name": keys.GANG_GATE}] if gated else []}}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Gangs in two namespaces, as the webhook labels them; no PodGroup CRD; one release Event."""
+    with LocalCluster(workdir=str(tmp_path_factory.mktemp("timeline-cluster"))) as local:
+        api = config.new_client_from_config(local.kubeconfig)
+        core = client.CoreV1Api(api)
+        core.create_namespace({"metadata": {"name": "ml"}})
+        for name in ("train-0", "train-1"):
+            core.create_namespaced_pod("ml", gang_pod(name, "train", gated=False))
+        core.create_namespaced_pod("ml", {"metadata": {"name": "plain"},
+                                          "spec": {"containers": [{"name": "main", "image": "busybox"}]}})
+        core.create_namespaced_pod("default", gang_pod("eval-0", "eval", gated=True))
+        now = datetime.now(UTC)
+        client.EventsV1Api(api).create_namespaced_event("ml", {
+            "metadata": {"name": "train.release"}, "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "reason": "GangReleased", "type": "Normal", "action": "RemoveGate", "note": "released 2 members",
+            "reportingController": "kubenexus-controller", "reportingInstance": "test",
+            "regarding": {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "train", "namespace": "ml"}})
+        api.close()
+        yield local
+
+
+def timeline(cluster: Any, out: Path, *scope: str) -> tuple[str, dict[str, list[str]]]:
+    done = subprocess.run([KUBENEXUS, "timeline", *scope, "--kubeconfig", cluster.kubeconfig, "-o", str(out)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    page = out.read_text()
+    blocks = re.findall(r'<g class="gang" data-gang="([^"]+)"[^>]*>(.*?)(?=<g class="gang"|</svg>)', page, re.S)
+    return done.stdout, {name: re.findall(r'data-pod="([^"]+)"', body) for name, body in blocks}
+
+
+def test_one_namespace_its_gangs_and_members(cluster, tmp_path):
+    out, gangs = timeline(cluster, tmp_path / "ml.html", "-n", "ml")
+    assert out.strip() == f"{tmp_path / 'ml.html'}: 1 gang(s), 2 member(s)"
+    assert gangs == {"train": ["train-0", "train-1"]}
+    page = (tmp_path / "ml.html").read_text()
+    assert "Gang timeline: namespace ml" in page
+    # released by the Event (not bound: the cluster runs no scheduler), so a released bar runs until now
+    assert re.findall(r'data-pod="train-0">.*?</g>', page, re.S)[0].count('<rect class="released"') == 1
+
+
+def test_every_namespace_and_the_contexts_default(cluster, tmp_path):
+    _, everywhere = timeline(cluster, tmp_path / "all.html", "-A")
+    assert everywhere == {"train": ["train-0", "train-1"], "eval": ["eval-0"]}
+    _, default = timeline(cluster, tmp_path / "default.html")
+    assert default == {"eval": ["eval-0"]}
+    assert "waiting" in (tmp_path / "default.html").read_text()
