@@ -314,11 +314,11 @@ def _table(rows: list[list[str]]) -> str:
 
 def gang_table(gangs: list[timeline.Gang], now: float) -> str:
     """The closing table: per gang its PodGroup's phase, its pods submitted, the longest wait of a member for its
-    release (seconds; "+": some member still waits), its pods released and running."""
+    release (whole seconds, as creation times are; "+": some member still waits), its pods released and running."""
     rows = [["GANG", "PHASE", "SUBMITTED", "WAITED (s)", "RELEASED", "RUNNING"]]
     for gang in gangs:
         waited, waiting = gang.waited(now)
-        rows.append([gang.name, gang.phase or "-", str(len(gang.members)), f"{waited:.1f}{'+' if waiting else ''}",
+        rows.append([gang.name, gang.phase or "-", str(len(gang.members)), f"{waited:.0f}{'+' if waiting else ''}",
                      str(gang.released), str(gang.running)])
     return _table(rows)
 
@@ -345,8 +345,9 @@ def finale(kube: Any, story: Story, args: argparse.Namespace) -> None:
         print("$ kubectl get podgroups -A")
         print(podgroup_table(groups, now))
     print()
-    print("Each gang, from its pods and the controller's events: pods SUBMITTED, RELEASED and RUNNING,")
-    print("and how long its longest-waiting member WAITED for its release (+: still waiting):")
+    print("Each gang, from its pods and the controller's events: pods SUBMITTED, RELEASED and RUNNING, and")
+    print("how long its longest-waiting member WAITED for its release (+: still waiting; the API keeps a")
+    print("pod's creation time in whole seconds):")
     print(gang_table(gangs, now))
     if args.timeline:
         timeline.draw(args.timeline, gangs, now, f"namespace {NAMESPACE}")
