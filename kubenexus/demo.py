@@ -119,6 +119,7 @@ class Story:
         self.decisions: dict[str, list[str]] = {}  # pod -> the decision's lines, read before the pod was seen
         self.first: dict[tuple[str, ...], str] = {}  # a decision's action and reasons -> the first pod it was for
         self.explained: set[str] = set()
+        self.closed = False  # the story is over: the watchers' late lines are dropped
 
     def lines(self, text: str) -> list[str]:
         """``text`` stamped and wrapped to WIDTH, continuation lines under the text."""
@@ -143,12 +144,16 @@ class Story:
 
     def say(self, text: str, *terms: str) -> None:
         with self.lock:
+            if self.closed:
+                return
             self.queue.append(_Entry(time.monotonic(), self.lines(text), self._notes(terms)))
             self._flush(False)
 
     def pod(self, name: str, text: str, *terms: str) -> None:
         """A new pod's line, printed with the webhook's decision about it."""
         with self.lock:
+            if self.closed:
+                return
             decision = self.decisions.pop(name, None)
             self.queue.append(_Entry(time.monotonic(), self.lines(text) + (decision or []), self._notes(terms),
                                      None if decision else name))
@@ -157,6 +162,8 @@ class Story:
     def decision(self, pod: str, action: str, reasons: list[str], warnings: list[str]) -> None:
         """The webhook's decision about ``pod``: joins the pod's line, or waits for it."""
         with self.lock:
+            if self.closed:
+                return
             first = self.first.setdefault((action, *reasons), pod)
             text = (f"{action}: " + "; ".join(reasons) if first == pod
                     else f"{action}, for the same reasons as {first}")
@@ -169,9 +176,15 @@ class Story:
                 entry.awaiting = None
             self._flush(False)
 
-    def flush(self, everything: bool = False) -> None:
+    def flush(self) -> None:
         with self.lock:
-            self._flush(everything)
+            self._flush(False)
+
+    def close(self) -> None:
+        """Print all that is left, and nothing after."""
+        with self.lock:
+            self._flush(True)
+            self.closed = True
 
     def _flush(self, everything: bool) -> None:
         """Print the queue up to the first pod still awaiting its decision (not for longer than PAIRING)."""
@@ -326,7 +339,7 @@ def gang_table(gangs: list[timeline.Gang], now: float) -> str:
 def finale(kube: Any, story: Story, args: argparse.Namespace) -> None:
     """How it ended, from the cluster: the pods, each gang's PodGroup, the closing table, and the timeline picture
     (with ``--timeline``)."""
-    story.flush(everything=True)
+    story.close()
     now = time.time()
     pods, events, groups = timeline.collect(kube, NAMESPACE)
     gangs = timeline.gangs(pods, events, groups)

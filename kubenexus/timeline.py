@@ -82,18 +82,19 @@ def _condition(pod: Obj, kind: str) -> float | None:
 
 
 def _containers(pod: Obj) -> tuple[float | None, float | None]:
-    """When the last container started, and when the last ended (None unless every container has ended)."""
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    starts: list[float | None] = []
-    ends: list[float | None] = []
-    for container in statuses:
+    """When the last container started (None unless every one has), and when the last ended (None unless every
+    one has)."""
+    starts, ends = [], []
+    for container in (pod.get("status") or {}).get("containerStatuses") or []:
         state = container.get("state") or {}
-        current = state.get("running") or state.get("terminated") or {}
-        starts.append(timestamp(current.get("startedAt")))
+        starts.append(timestamp((state.get("running") or state.get("terminated") or {}).get("startedAt")))
         ends.append(timestamp((state.get("terminated") or {}).get("finishedAt")))
-    started = max(starts) if starts and None not in starts else None  # type: ignore[type-var]
-    ended = max(ends) if ends and None not in ends else None  # type: ignore[type-var]
-    return started, ended
+    return _last(starts), _last(ends)
+
+
+def _last(moments: list[float | None]) -> float | None:
+    known = [m for m in moments if m is not None]
+    return max(known) if known and len(known) == len(moments) else None
 
 
 def _root(pod: Obj) -> tuple[str, str]:

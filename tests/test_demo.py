@@ -52,7 +52,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     out = io.StringIO()
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
         patch.setattr(demo, "finale", listing)
-        args = cli.parser().parse_args(["demo", "--seconds", "6", "--timeline", str(picture)])
+        args = cli.parser().parse_args(["demo", "--seconds", "5", "--timeline", str(picture)])
         code = args.func(args)
     return Run(code, out.getvalue().splitlines(), seen["pods"], seen["podgroups"], picture)
 

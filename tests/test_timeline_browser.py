@@ -13,8 +13,8 @@ import shutil
 import struct
 import subprocess
 import zlib
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -36,13 +36,6 @@ def chromium() -> str:
         pytest.fail("headless Chromium is missing: `make test` installs it (Debian package chromium, with apt-get, "
                     "as root); install it yourself, or name its binary in CHROMIUM", pytrace=False)
     return path
-
-
-def browse(tmp_path: Path, page: Path, *args: str) -> str:
-    done = subprocess.run([chromium(), *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *args, page.as_uri()],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
 
 
 def pixels(png: bytes) -> list[list[tuple[int, int, int]]]:
@@ -96,11 +89,26 @@ GANGS = [Gang("ml", "resnet", 2, "Succeeded", (member("resnet-0", 0, 3, 5, 8, 14
 NOW = T0 + 24
 
 
+@dataclass
+class Shown:
+    page: str  # the HTML as written
+    dom: str  # as the browser parsed it
+    image: list[list[tuple[int, int, int]]]  # as it painted it
+
+
 @pytest.fixture(scope="module")
-def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("timeline") / "timeline.html"
-    path.write_text(render(GANGS, NOW, "namespace ml"), encoding="utf-8")
-    return path
+def shown(tmp_path_factory: pytest.TempPathFactory) -> Shown:
+    """The page, parsed and painted by one Chromium run (--dump-dom and --screenshot at once)."""
+    folder = tmp_path_factory.mktemp("timeline")
+    path, shot = folder / "timeline.html", folder / "timeline.png"
+    page = render(GANGS, NOW, "namespace ml")
+    path.write_text(page, encoding="utf-8")
+    height = int(re.search(r'<svg [^>]*height="(\d+)"', page).group(1))  # type: ignore[union-attr]
+    done = subprocess.run([chromium(), *FLAGS, f"--user-data-dir={folder / 'profile'}", "--dump-dom",
+                           f"--screenshot={shot}", f"--window-size={WIDTH},{height}", path.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return Shown(page, done.stdout, pixels(shot.read_bytes()))
 
 
 def bars(dom: str) -> dict[str, list[tuple[str, float, float]]]:
@@ -111,8 +119,8 @@ def bars(dom: str) -> dict[str, list[tuple[str, float, float]]]:
             for name, body in groups}
 
 
-def test_the_browser_parses_a_bar_group_per_member_with_the_stages_in_order(tmp_path, page):
-    dom = browse(tmp_path, page, "--dump-dom")
+def test_the_browser_parses_a_bar_group_per_member_with_the_stages_in_order(shown):
+    dom = shown.dom
     assert "<svg" in dom and "</svg>" in dom and "<script" not in dom
     drawn = bars(dom)
     assert list(drawn) == [m.name for g in GANGS for m in g.members]
@@ -128,16 +136,14 @@ def test_the_browser_parses_a_bar_group_per_member_with_the_stages_in_order(tmp_
     assert drawn["giant-0"][0][1] + drawn["giant-0"][0][2] > drawn["bert-0"][-1][1]  # waits to the end
 
 
-def test_the_screenshot_shows_the_legend_and_each_bar_in_its_colour(tmp_path, page):
-    height = int(re.search(r'<svg [^>]*height="(\d+)"', page.read_text()).group(1))  # type: ignore[union-attr]
-    shot = tmp_path / "timeline.png"
-    browse(tmp_path, page, f"--screenshot={shot}", f"--window-size={WIDTH},{height}")
-    image = pixels(shot.read_bytes())
+def test_the_screenshot_shows_the_legend_and_each_bar_in_its_colour(shown):
+    image = shown.image
+    height = int(re.search(r'<svg [^>]*height="(\d+)"', shown.page).group(1))  # type: ignore[union-attr]
     assert len(image) == height and len(image[0]) == WIDTH
     for index, (kind, _, _) in enumerate(SEGMENTS):
         left, top = 8 + index % 2 * LEGEND_COLUMN, LEGEND_Y + index // 2 * LEGEND_ROW
         assert image[top + SWATCH // 2][left + SWATCH // 2] == COLOURS[kind], kind
-    dom = page.read_text()
+    dom = shown.page
     rows = dict(re.findall(r'data-pod="([^"]+)">.*?<rect class="\w+" x="[\d.]+" y="([\d.]+)"', dom, re.S))
     for name, rects in bars(dom).items():
         middle = round(float(rows[name])) + BAR // 2

@@ -3,8 +3,9 @@ kubeconfig it is given, in one namespace, the context's, or all, and writes the 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
-import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from kubernetes import client, config
 
 from cluster.local import LocalCluster
 from gang import keys
-from kubenexus.local_webhook import KUBENEXUS
+from kubenexus import cli
 
 pytestmark = pytest.mark.e2e
 
@@ -50,12 +51,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def timeline(cluster: Any, out: Path, *scope: str) -> tuple[str, dict[str, list[str]]]:
-    done = subprocess.run([KUBENEXUS, "timeline", *scope, "--kubeconfig", cluster.kubeconfig, "-o", str(out)],
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
+    """Run the command (in this process: its start-up is not what is tested) and read the gangs it drew."""
+    args = cli.parser().parse_args(["timeline", *scope, "--kubeconfig", cluster.kubeconfig, "-o", str(out)])
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert args.func(args) == 0
     page = out.read_text()
     blocks = re.findall(r'<g class="gang" data-gang="([^"]+)"[^>]*>(.*?)(?=<g class="gang"|</svg>)', page, re.S)
-    return done.stdout, {name: re.findall(r'data-pod="([^"]+)"', body) for name, body in blocks}
+    return printed.getvalue(), {name: re.findall(r'data-pod="([^"]+)"', body) for name, body in blocks}
 
 
 def test_one_namespace_its_gangs_and_members(cluster, tmp_path):
