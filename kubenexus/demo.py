@@ -30,7 +30,7 @@ from controller.run import Controller
 from gang import keys
 from gang.config import Config
 from kube.client import new_api_client
-from kubenexus import timeline
+from kubenexus import timeline as gang_timeline
 from kubenexus.local_webhook import LocalWebhook, register
 
 NAMESPACE = "demo"
@@ -209,7 +209,7 @@ def _describe(pod: Any) -> tuple[str, tuple[str, ...]]:
     return f"pod {pod.metadata.name} ({owner}): not gated, scheduled as usual", ()
 
 
-def _watch_pods(core: Any, story: Story, stop: threading.Event, seen: dict[str, str]) -> None:
+def _watch_pods(core: Any, timeline: Story, stop: threading.Event, seen: dict[str, str]) -> None:
     stream = watch.Watch()
     for event in stream.stream(core.list_namespaced_pod, NAMESPACE, timeout_seconds=60):
         pod = event["object"]
@@ -217,15 +217,15 @@ def _watch_pods(core: Any, story: Story, stop: threading.Event, seen: dict[str, 
         previous = seen.get(pod.metadata.name)
         if event["type"] == "ADDED" and previous is None:
             text, terms = _describe(pod)
-            story.pod(pod.metadata.name, text, *terms)
+            timeline.pod(pod.metadata.name, text, *terms)
         elif pod.spec.node_name and previous in ("", "Pending") and phase == "Running":
-            story.say(f"pod {pod.metadata.name} is Running on {pod.spec.node_name}")
+            timeline.say(f"pod {pod.metadata.name} is Running on {pod.spec.node_name}")
         seen[pod.metadata.name] = phase or ""
         if stop.is_set():
             stream.stop()
 
 
-def _watch_events(events: Any, story: Story, stop: threading.Event) -> None:
+def _watch_events(events: Any, timeline: Story, stop: threading.Event) -> None:
     """The controller's events (events.k8s.io/v1) on the jobs (those about waiting for room also go to up to 20 gated
     members). Read as plain JSON: an Event recorded through core/v1 has no eventTime, which the client's model
     requires."""
@@ -235,13 +235,13 @@ def _watch_events(events: Any, story: Story, stop: threading.Event) -> None:
         regarding = obj.get("regarding") or {}
         if event["type"] == "ADDED" and regarding.get("kind") != "Pod":
             reason = obj.get("reason")
-            story.say(f"  controller: {reason} on {regarding.get('kind')} {regarding.get('name')}: {obj.get('note')}",
-                      *(("release",) if reason == timeline.RELEASED_REASON else ()))
+            timeline.say(f"  controller: {reason} on {regarding.get('kind')} {regarding.get('name')}: "
+                         f"{obj.get('note')}", *(("release",) if reason == gang_timeline.RELEASED_REASON else ()))
         if stop.is_set():
             stream.stop()
 
 
-def _finish(core: Any, job: str, story: Story) -> None:
+def _finish(core: Any, job: str, timeline: Story) -> None:
     """The job's pods complete, their status written as a kubelet writes it (the local kubelet runs pods until told
     otherwise): containers terminated with their start and end, not ready."""
     pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"training.kubeflow.org/job-name={job}").items
@@ -257,7 +257,7 @@ def _finish(core: Any, job: str, story: Story) -> None:
                 condition.update(status="False", reason="PodCompleted", lastTransitionTime=now)
         status["phase"] = "Succeeded"
         core.patch_namespaced_pod_status(pod.metadata.name, NAMESPACE, {"status": status})
-    story.say(f"PyTorchJob {job} finished: its {len(pods)} pods Succeeded, their GPUs are free")
+    timeline.say(f"PyTorchJob {job} finished: its {len(pods)} pods Succeeded, their GPUs are free")
 
 
 def install_podgroup_crd(api_client: Any) -> bool:
@@ -303,7 +303,7 @@ def podgroup_table(groups: Sequence[Mapping[str, Any]], now: float) -> str:
     return _table(rows)
 
 
-def _decisions(log_path: Path, offset: int, story: Story) -> int:
+def _decisions(log_path: Path, offset: int, timeline: Story) -> int:
     """The webhook's decisions about the demo's pods, from its JSON log past ``offset``; the new offset."""
     with open(log_path, encoding="utf-8") as handle:
         handle.seek(offset)
@@ -313,7 +313,7 @@ def _decisions(log_path: Path, offset: int, story: Story) -> int:
             except ValueError:
                 continue
             if entry.get("msg") == "pod admitted" and entry.get("namespace") == NAMESPACE:
-                story.decision(entry.get("pod", ""), entry.get("action", ""), entry.get("reasons") or [],
+                timeline.decision(entry.get("pod", ""), entry.get("action", ""), entry.get("reasons") or [],
                                entry.get("warnings") or [])
         return handle.tell()
 
@@ -325,7 +325,7 @@ def _table(rows: list[list[str]]) -> str:
                      for row in rows)
 
 
-def gang_table(gangs: list[timeline.Gang], now: float) -> str:
+def gang_table(gangs: list[gang_timeline.Gang], now: float) -> str:
     """The closing table: per gang its PodGroup's phase, its pods submitted, the longest wait of a member for its
     release (whole seconds, as creation times are; "+": some member still waits), its pods released and running."""
     rows = [["GANG", "PHASE", "SUBMITTED", "WAITED (s)", "RELEASED", "RUNNING"]]
@@ -341,8 +341,8 @@ def finale(kube: Any, story: Story, args: argparse.Namespace) -> None:
     (with ``--timeline``)."""
     story.close()
     now = time.time()
-    pods, events, groups = timeline.collect(kube, NAMESPACE)
-    gangs = timeline.gangs(pods, events, groups)
+    pods, events, groups = gang_timeline.collect(kube, NAMESPACE)
+    gangs = gang_timeline.gangs(pods, events, groups)
     gated = [p for p in pods if any(g.get("name") == keys.GANG_GATE for g in p["spec"].get("schedulingGates") or [])]
     running = [p for p in pods if p["status"].get("phase") == "Running"]
     print()
@@ -363,14 +363,14 @@ def finale(kube: Any, story: Story, args: argparse.Namespace) -> None:
     print("pod's creation time in whole seconds):")
     print(gang_table(gangs, now))
     if args.timeline:
-        timeline.draw(args.timeline, gangs, now, f"namespace {NAMESPACE}")
+        gang_timeline.draw(args.timeline, gangs, now, f"namespace {NAMESPACE}")
         print()
         print(f"The timeline picture: {args.timeline} (open it in a browser);")
         print(f"`kubenexus timeline -n {NAMESPACE} -o FILE` draws it for any cluster.")
 
 
 def run(args: argparse.Namespace) -> int:
-    story = Story()
+    timeline = Story()
     from cluster.local import LocalCluster, NodeSpec  # the emulator loads only for the demo
 
     nodes: list[NodeSpec | dict[str, Any]] = [NodeSpec(f"cpu-{i}", cpu="8", memory="32Gi") for i in range(2)]
@@ -378,7 +378,7 @@ def run(args: argparse.Namespace) -> int:
         NodeSpec(f"gpu-{i}", cpu="16", memory="64Gi", extra=(("nvidia.com/gpu", "4"),)) for i in range(2)]
     with LocalCluster(nodes) as cluster:
         cluster.run_components()
-        story.say(f"local cluster up at {cluster.http.url}: {len(nodes)} nodes, scheduler, kubelet, operators")
+        timeline.say(f"local cluster up at {cluster.http.url}: {len(nodes)} nodes, scheduler, kubelet, operators")
         workdir = Path(cluster.workdir)
         tls = generate("kubenexus-webhook", "kubenexus-system", str(workdir / "webhook-certs"),
                        extra_ips=["127.0.0.1"])
@@ -390,16 +390,16 @@ def run(args: argparse.Namespace) -> int:
             kube = config.new_client_from_config(cluster.kubeconfig)
             install_podgroup_crd(kube)
             register(client.AdmissionregistrationV1Api(kube), webhook)
-            story.say(f"kubenexus webhook serving at {webhook.url}, registered for pod CREATE/UPDATE")
+            timeline.say(f"kubenexus webhook serving at {webhook.url}, registered for pod CREATE/UPDATE")
             gate_controller = Controller(new_api_client(cluster.add_user(CONTROLLER_IDENTITY), 32, 3), Config()).start()
-            story.say("gate controller started: watches pods and nodes, releases a gang when all of it fits")
+            timeline.say("gate controller started: watches pods and nodes, releases a gang when all of it fits")
             core = client.CoreV1Api(kube)
             core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE)))
             seen: dict[str, str] = {}
             stop = threading.Event()
-            watcher = threading.Thread(target=_watch_pods, args=(core, story, stop, seen), daemon=True)
+            watcher = threading.Thread(target=_watch_pods, args=(core, timeline, stop, seen), daemon=True)
             watcher.start()
-            threading.Thread(target=_watch_events, args=(client.EventsV1Api(kube), story, stop),
+            threading.Thread(target=_watch_events, args=(client.EventsV1Api(kube), timeline, stop),
                              daemon=True).start()
             custom = client.CustomObjectsApi(kube)
             for obj in workloads():
@@ -407,21 +407,21 @@ def run(args: argparse.Namespace) -> int:
                 plural = obj["kind"].lower() + "s"
                 custom.create_namespaced_custom_object(group, version, NAMESPACE, plural, obj)
                 opted = keys.GANG_SCHEDULING in obj["metadata"].get("annotations", {})
-                story.say(f"submitted {obj['kind']} {obj['metadata']['name']}"
-                          + (" (kubenexus.io/gang-scheduling: \"true\")" if opted else " (no opt-in)"),
-                          *(("opt-in",) if opted else ()))
+                timeline.say(f"submitted {obj['kind']} {obj['metadata']['name']}"
+                             + (" (kubenexus.io/gang-scheduling: \"true\")" if opted else " (no opt-in)"),
+                             *(("opt-in",) if opted else ()))
             offset, start = 0, time.monotonic()
             finished = False
             while time.monotonic() < start + args.seconds:
-                offset = _decisions(webhook.log_path, offset, story)
+                offset = _decisions(webhook.log_path, offset, timeline)
                 if not finished and time.monotonic() > start + args.seconds / 2:
-                    _finish(core, "resnet", story)
+                    _finish(core, "resnet", timeline)
                     finished = True
-                story.flush()
+                timeline.flush()
                 time.sleep(0.1)
             stop.set()
-            _decisions(webhook.log_path, offset, story)
-            finale(kube, story, args)
+            _decisions(webhook.log_path, offset, timeline)
+            finale(kube, timeline, args)
         finally:
             if gate_controller is not None:
                 gate_controller.stop()
