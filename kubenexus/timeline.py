@@ -169,14 +169,14 @@ def gangs(pods: Iterable[Obj], events: Iterable[Obj], podgroups: Iterable[Obj]) 
 
 
 def collect(api_client: Any, namespace: str | None) -> tuple[list[Obj], list[Obj], list[Obj]]:
-    """Pods, Events (events.k8s.io/v1) and PodGroups of ``namespace`` (None: every namespace), as plain JSON.
-    A cluster without the PodGroup CRD has none."""
+    """Pods, release Events (events.k8s.io/v1, selected by reason on the server) and PodGroups of ``namespace``
+    (None: every namespace), as plain JSON. A cluster without the PodGroup CRD has none."""
     import json
 
     from kube.client import api_request
 
     scope = f"/namespaces/{namespace}" if namespace else ""
-    paths = (f"/api/v1{scope}/pods", f"/apis/events.k8s.io/v1{scope}/events",
+    paths = (f"/api/v1{scope}/pods", f"/apis/events.k8s.io/v1{scope}/events?fieldSelector=reason%3D{RELEASED_REASON}",
              f"/apis/{keys.PODGROUP_API_VERSION}{scope}/{keys.PODGROUP_PLURAL}")
     lists: list[list[Obj]] = []
     for path in paths:

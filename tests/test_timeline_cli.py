@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
-from datetime import UTC, datetime
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +35,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
         api = config.new_client_from_config(local.kubeconfig)
         core = client.CoreV1Api(api)
         core.create_namespace({"metadata": {"name": "ml"}})
-        for name in ("train-0", "train-1"):
-            core.create_namespaced_pod("ml", gang_pod(name, "train", gated=False))
+        created = [core.create_namespaced_pod("ml", gang_pod(name, "train", gated=False)).metadata.creation_timestamp
+                   for name in ("train-0", "train-1")]
         core.create_namespaced_pod("ml", {"metadata": {"name": "plain"},
                                           "spec": {"containers": [{"name": "main", "image": "busybox"}]}})
         core.create_namespaced_pod("default", gang_pod("eval-0", "eval", gated=True))
-        now = datetime.now(UTC)
+        released = max(created) + timedelta(seconds=0.5)  # the API keeps creation times in whole seconds
         client.EventsV1Api(api).create_namespaced_event("ml", {
-            "metadata": {"name": "train.release"}, "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "metadata": {"name": "train.release"}, "eventTime": released.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             "reason": "GangReleased", "type": "Normal", "action": "RemoveGate", "note": "released 2 members",
             "reportingController": "kubenexus-controller", "reportingInstance": "test",
             "regarding": {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "train", "namespace": "ml"}})
@@ -67,8 +67,9 @@ def test_one_namespace_its_gangs_and_members(cluster, tmp_path):
     assert gangs == {"train": ["train-0", "train-1"]}
     page = (tmp_path / "ml.html").read_text()
     assert "Gang timeline: namespace ml" in page
-    # released by the Event (not bound: the cluster runs no scheduler), so a released bar runs until now
-    assert re.findall(r'data-pod="train-0">.*?</g>', page, re.S)[0].count('<rect class="released"') == 1
+    # released by the Event, half a second after creation; not bound (no scheduler here): released until now
+    member = re.findall(r'data-pod="train-1">.*?</g>', page, re.S)[0]
+    assert "train-1: waiting 0.5s" in member and member.count('<rect class="released"') == 1
 
 
 def test_every_namespace_and_the_contexts_default(cluster, tmp_path):
