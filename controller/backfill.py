@@ -18,6 +18,7 @@ from controller.members import GangKey, PodView
 from controller.planner import check_placement, plan
 from controller.problem import Member, NodeFree
 from controller.state import ClusterState
+from controller.topology import Topology, plan_in_domains
 from gang.resources import Resources
 
 
@@ -34,18 +35,22 @@ class Backfill:
         self._ledger: dict[str, dict[str, Resources]] = {}  # per node, per pod uid: backfill into a shadow's slack
 
     def shadow(self, key: GangKey, members: Sequence[Member], claims: dict[str, Resources],
-               held: HeldRoom) -> dict[str, str]:
+               held: HeldRoom, topology: Topology | None = None) -> dict[str, str]:
         """The starving gang's shadow plan (its previous one while that still holds), added to ``claims``; empty
-        when no plan exists over capacity that will free up."""
+        when no plan exists over capacity that will free up. With a required topology it lies in one domain (the
+        tightest that will have room), a preferred one in as few as it can."""
         names = sorted(set().union(*{m.nodes for m in members}))
         future = self._future(names, claims, held)
         nodes = [NodeFree(n, future[n], self.state.permanent_ports(n)) for n in names if n in future]
         previous = self._shadows.get(key)
         if previous and set(previous) == {m.name for m in members} and not check_placement(members, nodes, previous):
             placement = previous
+        elif topology is not None:
+            label = self.state.labeller(topology.key)
+            within = plan_in_domains(members, nodes, label, topology)
+            placement = (plan(members, nodes) if within.fallback else within.result).placement or {}
         else:
-            found = plan(members, nodes)
-            placement = found.placement or {}
+            placement = plan(members, nodes).placement or {}
         if placement:
             self._shadows[key] = placement
             by_name = {m.name: m for m in members}

@@ -48,6 +48,7 @@ from controller.planner import PlanResult, check_placement
 from controller.problem import Member, NodeFree
 from controller.rooms import Rooms, shape_of
 from controller.state import ClusterState
+from controller.topology import Topology, domains_used, topology_of
 from gang import keys
 from gang.config import Config
 from gang.resources import Resources
@@ -115,6 +116,9 @@ class GangDecision:
     cause: Cause | StuckReason | None = None  # why a waiting gang waits, or why an evicted one could not start
     shadow: dict[str, str] = field(default_factory=dict)  # a starving gang's shadow plan in this pass (member: node)
     short: int = 0  # a waiting gang: members missing (Cause.MEMBERS), or members without room in the best plan found
+    topology: Topology | None = None  # what its root asks (``kubenexus.io/topology-required`` / ``-preferred``)
+    # With a topology: the domains its plan uses (released, running), or the best domain's (waiting, required).
+    domains: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -146,7 +150,9 @@ class Engine:
         self.books = Bookkeeping(state)
         self.backfill = Backfill(state)
         self.fitting = Fitting(state, self.feasibility, self.rooms)
-        self._not_yet: dict[GangKey, tuple[_Token, PlanResult, list[PodView]]] = {}
+        self._not_yet: dict[GangKey, tuple[_Token, PlanResult, list[PodView], tuple[str, ...]]] = {}
+        # Started gangs: their topology request and the domains they were released into (None: no request).
+        self._placed_in: dict[GangKey, tuple[Topology, tuple[str, ...]] | None] = {}
         self._now = 0.0
 
     # --- one pass ---------------------------------------------------------------------------------
@@ -154,8 +160,9 @@ class Engine:
     def cycle(self, now: float) -> Cycle:
         self._now = now
         self.books.prune()
-        for key in [k for k in self._not_yet if k not in self.state.gangs]:
-            del self._not_yet[key]
+        for cache in (self._not_yet, self._placed_in):
+            for key in [k for k in cache if k not in self.state.gangs]:
+                del cache[key]
         self.integrity.prune(lambda uid: uid in self.state.pods)
         evictions = [self._evict(gang, loose, whole_gang=False)
                      for gang in map(self.books.gang, list(self.state.gangs)) if gang and (loose := self._loose(gang))]
@@ -219,6 +226,7 @@ class Engine:
             pods = tuple(p for p in gang.members if not p.deleting and not (p.terminal and not p.failed))
             self.books.forget(gang.key)
             self.backfill.forget(gang.key)
+            self._placed_in.pop(gang.key, None)
             self.state.vacancies.pop(gang.key, None)
         else:
             pods = tuple(s.pod for s in stuck)
@@ -243,7 +251,8 @@ class Engine:
         if not broken:
             return None
         others = {key: per_node for key, per_node in held.items() if key != gang.key}
-        members = [self.fitting.expected_member(gang, i) for i in indexes]
+        members = self.fitting.in_domain([self.fitting.expected_member(gang, i) for i in indexes],
+                                         self._required_domain(gang))
         found = self.fitting.plan(members, gang, others, None)
         if found.placement is None:
             return Stuck(gang.sample, StuckReason.UNPLACEABLE,
@@ -263,6 +272,9 @@ class Engine:
         into their predecessors' room; then finish a release under way (a crash can leave one half done).
         Returns the extra members still gated."""
         result = self._base(gang, now, Verdict.RUNNING, "released")
+        placed_in = self._placed(gang)
+        if placed_in is not None:
+            result.topology, result.domains = placed_in
         whole = gang.key in self.state.whole
         stuck = self._stuck(gang, now)
         if stuck and not whole:
@@ -303,7 +315,8 @@ class Engine:
         missing = max(gang.needed - len(started), 0)
         finishing = [p for p in waiting if not gang.late(p)][:missing]
         if finishing:
-            found = self.fitting.plan([self.fitting.member(p, gang) for p in finishing], gang, held, None)
+            found = self.fitting.plan(self.fitting.in_domain([self.fitting.member(p, gang) for p in finishing],
+                                                             self._required_domain(gang)), gang, held, None)
             if found.placement is not None:
                 for pod in finishing:
                     self._released(result, pod, found.placement[pod.name], "completing a release started earlier",
@@ -321,11 +334,30 @@ class Engine:
                releases: list[Release]) -> None:
         """An extra member of a running gang where it fits now, within what shadow plans leave (as backfill)."""
         limits = self.backfill.limits(gang.key, held, claims) if claims else None
-        found = self.fitting.plan([self.fitting.member(pod, gang)], gang, held, limits)
+        found = self.fitting.plan(self.fitting.in_domain([self.fitting.member(pod, gang)], self._required_domain(gang)),
+                                  gang, held, limits)
         if found.placement:
             node = found.placement[pod.name]
             self._released(result, pod, node, "member(s) of a running gang released where they fit", releases)
             self.backfill.count(pod, node, claims)
+
+    def _placed(self, gang: Gang) -> tuple[Topology, tuple[str, ...]] | None:
+        """A started gang's topology request and the domains its members are in (kept from its release; after a
+        restart, read once from its root and where its members are charged)."""
+        if gang.key not in self._placed_in:
+            topology = topology_of(self.roots(gang.sample))
+            nodes = {p.name: node for p in gang.members if (node := self.state.charged_node(p.uid))}
+            self._placed_in[gang.key] = None if topology is None else (
+                topology, domains_used(nodes, self.state.labeller(topology.key)))
+        return self._placed_in[gang.key]
+
+    def _required_domain(self, gang: Gang) -> tuple[Topology, str] | None:
+        """The one domain a started gang with a required topology is in: its replacements, late and extra members
+        go there too."""
+        placed_in = self._placed(gang)
+        if placed_in is None or not placed_in[0].required or len(placed_in[1]) != 1:
+            return None
+        return placed_in[0], placed_in[1][0]
 
     def _fits_into(self, pod: PodView, gang: Gang, member: Member, node: str, room: Resources, held: Held) -> bool:
         """The member fits on ``node`` with ``room`` held for it there counted as free."""
@@ -375,6 +407,7 @@ class Engine:
         timeout = _seconds(root.get(keys.SCHEDULE_TIMEOUT_SECONDS)) or self.config.schedule_timeout_seconds
         result = self._base(gang, now, Verdict.WAIT, "")
         result.timed_out = result.waited > timeout
+        topology = result.topology = topology_of(root)
         if len(live) < needed:
             result.cause = Cause.MEMBERS
             result.short = needed - len(live)
@@ -395,7 +428,8 @@ class Engine:
                              "are released unpinned, since the scheduler may place a mixed gang differently")
             return self._hold(gang, result, placed, now, evictions)
         expected = self.fitting.expected_members(gang)
-        found, chosen, members = self._plan_waiting(gang, live, needed, expected, held, claims)
+        found, chosen, members, domains = self._plan_waiting(gang, live, needed, expected, held, claims, topology)
+        result.domains = domains
         if found.placement is not None:
             queued = self._queued_in_the_way(found.placement, members, now)
             if queued:
@@ -415,13 +449,15 @@ class Engine:
             result.plan = dict(found.placement)
             result.released = [p.name for p in chosen]
             nodes = len(set(found.placement.values()))
-            result.reason = f"all {len(found.placement)} members fit on {nodes} node(s){expected_note}"
+            result.reason = f"all {len(found.placement)} members fit on {nodes} node(s){_where(topology, domains)}" \
+                            f"{expected_note}"
+            self._placed_in[gang.key] = None if topology is None else (topology, domains)
             if reasons:
                 result.reason += (f"; best effort: members with {'; '.join(reasons)} are released unpinned, "
                                   "for the scheduler to place")
             return result
         members = [self.fitting.member(p, gang) for p in chosen] + expected
-        never = self.feasibility.never_fits(gang.key, members)
+        never = self.feasibility.never_fits(gang.key, members, topology)
         if never:
             result.decision = Verdict.NEVER_FITS
             result.reason = never
@@ -430,17 +466,19 @@ class Engine:
         result.reason = found.shortfall
         result.short = max(len(members) - found.placed_max, 0)
         if result.waited >= self.config.starvation_seconds:
-            shadow = result.shadow = self.backfill.shadow(gang.key, members, claims, held)
+            shadow = result.shadow = self.backfill.shadow(gang.key, members, claims, held, topology)
             result.reason += (f"; waiting longer than {self.config.starvation_seconds:g}s: capacity is held for it "
                               f"on {len(set(shadow.values()))} node(s) as it frees up" if shadow else
                               "; starving, but no shadow plan exists over capacity that will free up")
         return self._hold(gang, result, placed, now, evictions)
 
     def _plan_waiting(self, gang: Gang, live: list[PodView], needed: int, expected: list[Member], held: Held,
-                      claims: dict[str, Resources]) -> tuple[PlanResult, list[PodView], list[Member]]:
+                      claims: dict[str, Resources], topology: Topology | None
+                      ) -> tuple[PlanResult, list[PodView], list[Member], tuple[str, ...]]:
         """A plan for the gated members (all of them, else the ``needed`` oldest) and the expected ones; when none
-        fits, the reason for the oldest ``needed``. Returns the plan, the pods it releases and the members planned
-        (those of a cached "not yet" are not rebuilt)."""
+        fits, the reason for the oldest ``needed``. Returns the plan, the pods it releases, the members planned
+        (those of a cached "not yet" are not rebuilt) and, with a topology, the domains of the plan (or of the best
+        domain's partial plan)."""
         chosen = live if len(live) == needed else live[:needed]
         candidates = [live, chosen] if len(live) > needed else [live]
         limits = self.backfill.limits(gang.key, held, claims) if claims else None
@@ -449,18 +487,23 @@ class Engine:
                                 self.books.held_version) if not claims else None
         cached = self._not_yet.get(gang.key)
         if token is not None and cached is not None and cached[0] == token:
-            return cached[1], cached[2], []
+            return cached[1], cached[2], [], cached[3]
         self._not_yet.pop(gang.key, None)
         shapes = [shape_of(e.key, e.usage) for e in gang.expected]
+        domains: tuple[str, ...] = ()
         for group in candidates:
             members = [self.fitting.member(p, gang) for p in group] + expected
-            found = self.fitting.plan_guided(members, [shape_of(p.key, p.usage) for p in group] + shapes, gang,
-                                             held, limits)
+            group_shapes = [shape_of(p.key, p.usage) for p in group] + shapes
+            if topology is None:
+                found = self.fitting.plan_guided(members, group_shapes, gang, held, limits)
+            else:
+                planned = self.fitting.plan_topology(members, group_shapes, gang, held, limits, topology)
+                found, domains = planned.result, planned.domains
             if found.fits:
-                return found, group, members
+                return found, group, members, domains
         if token is not None:
-            self._not_yet[gang.key] = (token, found, chosen)
-        return found, chosen, members
+            self._not_yet[gang.key] = (token, found, chosen, domains)
+        return found, chosen, members, domains
 
     def _hold(self, gang: Gang, result: GangDecision, placed: list[PodView], now: float,
               evictions: list[Eviction]) -> GangDecision:
@@ -504,3 +547,14 @@ def _seconds(value: str | None) -> float:
     except ValueError:
         return 0.0
     return number if number > 0 else 0.0
+
+
+def _where(topology: Topology | None, domains: tuple[str, ...]) -> str:
+    """Where a released gang's plan lies, for its reason."""
+    if topology is None:
+        return ""
+    if len(domains) == 1:
+        return f" in {topology.key} domain {domains[0]}"
+    if not domains:
+        return f" (preferred {topology.key}: no node of the plan has that label)"
+    return f" across {len(domains)} {topology.key} domains (preferred: no fewer could hold it now)"

@@ -19,10 +19,12 @@ from controller.planner import never_fits
 from controller.predicates import HostPort, PodInfo, feasible
 from controller.problem import Member, NodeFree, no_node_of
 from controller.state import ClusterState
+from controller.topology import Topology, never_fits_in_domains
 
-# A gang's shape as never-fits sees it: the node shapes' version and, per member shape, how many members.
+# A gang's shape as never-fits sees it: the node shapes' version, per member shape how many members, and its
+# required topology.
 GangShape = tuple[int, frozenset[tuple[tuple[frozenset[str], tuple[tuple[str, Decimal], ...], frozenset[HostPort]],
-                                       int]]]
+                                       int]], Topology | None]
 _NEVER_LIMIT = 10_000  # cached never-fits answers, then start over
 
 
@@ -92,13 +94,15 @@ class Feasibility:
         view = self.state.nodes.get(node)
         return view is not None and bool(feasible(info, [view.info]))
 
-    def never_fits(self, key: GangKey, members: Sequence[Member]) -> str | None:
-        """Cached per gang shape and node shape: a proof that it cannot fit even on an otherwise empty cluster."""
+    def never_fits(self, key: GangKey, members: Sequence[Member], topology: Topology | None = None) -> str | None:
+        """Cached per gang shape and node shape: a proof that it cannot fit even on an otherwise empty cluster (with a
+        required topology: in any one domain)."""
         homeless = next((m for m in members if not m.nodes), None)
         if homeless is not None:
             return f"member {homeless.name} can run on no node: {no_node_of(homeless) or 'no node passes its filters'}"
         shape: GangShape = (self.state.shape_version, frozenset(Counter(
-            (m.nodes, tuple(sorted(m.requests.items())), m.host_ports) for m in members).items()))
+            (m.nodes, tuple(sorted(m.requests.items())), m.host_ports) for m in members).items()),
+            topology if topology is not None and topology.required else None)
         if shape in self._fits_somewhere:  # another gang of this shape was proven able to fit: so is this one
             return None
         signature = (key, shape)
@@ -110,7 +114,10 @@ class Feasibility:
             state = self.state
             nodes = [NodeFree(n, subtract(state.nodes[n].allocatable, state.permanent(n)), state.permanent_ports(n))
                      for n in names if n in state.nodes]
-            self._never[signature] = reason = never_fits(members, nodes)
+            reason = never_fits(members, nodes)
+            if reason is None and topology is not None:
+                reason = never_fits_in_domains(members, nodes, state.labeller(topology.key), topology)
+            self._never[signature] = reason
             if reason is None:
                 self._fits_somewhere.add(shape)
         return self._never[signature]

@@ -17,6 +17,7 @@ from controller.predicates import HostPort, gang_member_port
 from controller.problem import Member, NodeFree, Unplaceable, no_node_of
 from controller.rooms import RoomIndex, Rooms, Shape, prefix
 from controller.state import ClusterState
+from controller.topology import Topology, TopologyPlan, domains_used, plan_in_domains, within
 from gang.resources import Resources
 
 
@@ -97,6 +98,26 @@ class Fitting:
              limits: Mapping[str, Resources] | None) -> PlanResult:
         """``plan`` over every node some member may use, as ``gang`` sees them."""
         return plan(members, self.nodes(gang, usable(members), held, limits))
+
+    def plan_topology(self, members: list[Member], shapes: list[Shape], gang: Gang, held: HeldRoom,
+                      limits: Mapping[str, Resources] | None, topology: Topology) -> TopologyPlan:
+        """``plan_in_domains`` over the labelled nodes some member may use, as ``gang`` sees them; a preferred gang
+        that fits in no few domains is planned anywhere (``plan_guided``)."""
+        label = self.state.labeller(topology.key)
+        names = [name for name in usable(members) if label(name) is not None]
+        found = plan_in_domains(members, self.nodes(gang, names, held, limits), label, topology)
+        if not found.fallback:
+            return found
+        anywhere = self.plan_guided(members, shapes, gang, held, limits)
+        return TopologyPlan(anywhere, domains_used(anywhere.placement or {}, label))
+
+    def in_domain(self, members: Sequence[Member], domain: tuple[Topology, str] | None) -> list[Member]:
+        """The members with only the nodes of the gang's required domain allowed (all of them without one)."""
+        if domain is None or not domain[0].required:
+            return list(members)
+        label = self.state.labeller(domain[0].key)
+        nodes = [name for name in usable(members) if label(name) == domain[1]]
+        return within(members, nodes)
 
     def plan_guided(self, members: list[Member], shapes: list[Shape], gang: Gang, held: HeldRoom,
                     limits: Mapping[str, Resources] | None) -> PlanResult:

@@ -13,7 +13,7 @@ a failed or deleted member of a running gang was, so that its replacement gets i
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -333,6 +333,16 @@ class ClusterState:
 
     def charged_node(self, uid: str) -> str:
         return self._charged_at.get(uid, "")
+
+    def labeller(self, key: str) -> Callable[[str], str | None]:
+        """A node's value of label ``key`` by node name (None: no such label or node): its topology domain."""
+        nodes = self.nodes
+
+        def label(name: str) -> str | None:
+            view = nodes.get(name)
+            return None if view is None else view.info.labels.get(key)
+
+        return label
 
 
 def _shift(table: dict[str, Resources], node: str, usage: Resources, sign: int) -> None:

@@ -13,7 +13,12 @@ SCHEDULE_TIMEOUT_SECONDS = PREFIX + "schedule-timeout-seconds"
 # "true": release even when a member has constraints the gate controller cannot check exactly
 # (pod affinity, topology spread, unbound volume claims, resource claims).
 BEST_EFFORT = PREFIX + "best-effort-placement"
-ROOT_ANNOTATIONS = (GANG_SCHEDULING, MIN_AVAILABLE, GROUP_NAME, SCHEDULE_TIMEOUT_SECONDS, BEST_EFFORT)
+# A node label key: every member on nodes sharing one value of it (required), or on as few values as possible
+# (preferred: any placement rather than waiting). Nodes without the label are in no domain.
+TOPOLOGY_REQUIRED = PREFIX + "topology-required"
+TOPOLOGY_PREFERRED = PREFIX + "topology-preferred"
+ROOT_ANNOTATIONS = (GANG_SCHEDULING, MIN_AVAILABLE, GROUP_NAME, SCHEDULE_TIMEOUT_SECONDS, BEST_EFFORT,
+                    TOPOLOGY_REQUIRED, TOPOLOGY_PREFERRED)
 
 # Values of GANG_SCHEDULING on roots and of the namespace label of the same key.
 ROOT_OPT_IN = "true"

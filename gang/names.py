@@ -20,6 +20,15 @@ def is_label_value(value: str) -> bool:
     return len(value) <= MAX_LABEL_VALUE and bool(_LABEL_VALUE.fullmatch(value))  # $ also matches before \n
 
 
+def is_label_key(key: str) -> bool:
+    """True when the apiserver accepts ``key`` as a label key: an optional DNS-subdomain prefix and ``/``, then a
+    name of at most 63 characters of [A-Za-z0-9._-], starting and ending alphanumeric."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and not (len(prefix) <= 253 and all(DNS1123_LABEL.fullmatch(part) for part in prefix.split("."))):
+        return False
+    return bool(name) and is_label_value(name)
+
+
 def label_value(name: str) -> str:
     """A stable valid label value for ``name``.
 

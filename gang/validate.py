@@ -21,7 +21,7 @@ from gang import keys
 from gang.adapters.table import adapter_for
 from gang.config import Config
 from gang.kinds import POD_GROUP
-from gang.names import is_label_value
+from gang.names import is_label_key, is_label_value
 from gang.objects import Deadline, LookupFailed, Obj, ObjectSource
 
 
@@ -242,6 +242,13 @@ def check_root(obj: Obj, old: Obj | None, api_version: str, kind: str) -> str | 
     value = annotations.get(keys.BEST_EFFORT)
     if value is not None and value not in ("true", "false"):
         return f'{where}[{keys.BEST_EFFORT}]: {value!r} must be "true" or "false"'
+    for key in (keys.TOPOLOGY_REQUIRED, keys.TOPOLOGY_PREFERRED):
+        value = annotations.get(key)
+        if value is not None and not (isinstance(value, str) and is_label_key(value)):
+            return (f"{where}[{key}]: {value!r} is not a node label key (an optional DNS prefix and /, then at most 63 "
+                    "characters of [A-Za-z0-9._-], starting and ending alphanumeric)")
+    if keys.TOPOLOGY_REQUIRED in annotations and keys.TOPOLOGY_PREFERRED in annotations:
+        return f"{where}: set one of {keys.TOPOLOGY_REQUIRED} and {keys.TOPOLOGY_PREFERRED}, not both"
     return None
 
 
