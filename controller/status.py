@@ -326,6 +326,16 @@ def _nodes(decision: GangDecision, members: Iterable[PodView], phase: Phase, fac
     return sorted(nodes)
 
 
+def _topology(decision: GangDecision) -> Obj:
+    """The root's topology request and, once released, the domains the gang runs in (a waiting gang's best domain
+    is in its reason: it changes as capacity does)."""
+    assert decision.topology is not None
+    told: Obj = {"key": decision.topology.key, "mode": "Required" if decision.topology.required else "Preferred"}
+    if decision.decision in (Verdict.RELEASE, Verdict.RUNNING) and decision.domains:
+        told["domains"] = list(decision.domains)
+    return told
+
+
 def desired(decision: GangDecision, members: list[PodView], facts: Facts, now: float) -> Desired:
     """The gang's PodGroup as this pass sees it (``members``: every member pod the state holds)."""
     kept = [p for p in members if p.uid not in facts.evicted] or members
@@ -349,6 +359,8 @@ def desired(decision: GangDecision, members: list[PodView], facts: Facts, now: f
         "reason": reason,
         "waitingFor": waiting_for(decision, phase, counts, needed, requested),
     }
+    if decision.topology is not None:
+        status["topology"] = _topology(decision)
     shadow_nodes = Counter(shadow.values()) if shadow else Counter()
     if shadow_nodes:
         status["shadowPlan"] = {"members": len(shadow), "nodes": dict(sorted(shadow_nodes.items()))}

@@ -8,6 +8,7 @@ objects only through the given source and never mutates anything.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
@@ -108,6 +109,15 @@ class _Decider:
         self.reasons.append(f"owner lookup failed, gated for the gate controller to resolve: {reason}")
         return Decision(Action.UNRESOLVED, tuple(self.reasons), tuple(self.warnings), unresolved=reason[:1024])
 
+    def _topology(self, root_annotations: Mapping[str, Any]) -> None:
+        """The root's topology request, for ``explain``: the gate controller plans the gang inside its domains."""
+        for key, how in ((keys.TOPOLOGY_REQUIRED, "in one domain"), (keys.TOPOLOGY_PREFERRED, "in as few domains as "
+                                                                    "possible, else anywhere")):
+            value = root_annotations.get(key)
+            if isinstance(value, str) and value:
+                self.reasons.append(f"topology ({key}): every member {how} of node label {value}")
+                return
+
     def gang(self, membership: Membership, root: Obj | None, pod_group: bool = False) -> Decision:
         override = None
         if root is not None and not pod_group:
@@ -120,6 +130,7 @@ class _Decider:
                 self.warnings.append(f"kubenexus: {keys.MIN_AVAILABLE}={override} is larger than the "
                                      f"{membership.pod_total} pods the root creates; the gang cannot complete")
             name = self.explicit_name or root_annotations.get(keys.GROUP_NAME) or membership.group
+            self._topology(root_annotations)
         else:
             name = self.explicit_name or ""
         # A PodGroup's minMember is the size; the pod's own min-available must agree (denied otherwise: ``denial``).

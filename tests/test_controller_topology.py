@@ -25,6 +25,8 @@ from controller.state import ClusterState
 from controller.topology import Topology, never_fits_in_domains, plan_in_domains, topology_of
 from gang import keys
 from gang.config import Config
+from gang.validate import check_root
+from kubenexus.simulate import _text, report, simulate_podgroups
 from tests.support.contract import EXPECTED, GROUP, MIN, OWNER_UID
 from tests.support.state_objects import node, pod
 
@@ -144,6 +146,22 @@ def test_topology_of_the_root_annotations() -> None:
     assert topology_of({keys.TOPOLOGY_PREFERRED: ZONE}) == Topology(ZONE, False)
     assert topology_of({keys.TOPOLOGY_PREFERRED: ZONE, keys.TOPOLOGY_REQUIRED: RACK}) == Topology(RACK, True)
     assert topology_of({keys.TOPOLOGY_REQUIRED: ""}) is None and topology_of({}) is None
+
+
+@pytest.mark.parametrize("notes, denied", [
+    ({keys.TOPOLOGY_REQUIRED: ZONE}, ""),
+    ({keys.TOPOLOGY_PREFERRED: "rack"}, ""),
+    ({keys.TOPOLOGY_REQUIRED: "bad key"}, "is not a node label key"),
+    ({keys.TOPOLOGY_REQUIRED: ""}, "is not a node label key"),
+    ({keys.TOPOLOGY_PREFERRED: "-x.example.com/rack"}, "is not a node label key"),
+    ({keys.TOPOLOGY_PREFERRED: "x" * 64}, "is not a node label key"),
+    ({keys.TOPOLOGY_REQUIRED: ZONE, keys.TOPOLOGY_PREFERRED: RACK}, "not both"),
+])
+def test_the_annotations_are_validated_at_apply_time(notes: dict[str, str], denied: str) -> None:
+    root = {"metadata": {"name": "train", "annotations": notes},
+            "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 4}}}}
+    message = check_root(root, None, "kubeflow.org/v1", "PyTorchJob")
+    assert (message is None) if not denied else (message is not None and denied in message), message
 
 
 # --- cross-check against exhaustive search ------------------------------------------------------------------------
@@ -291,3 +309,43 @@ def test_a_starving_gangs_shadow_plan_lies_in_one_rack() -> None:
     later = (T0 + datetime.timedelta(minutes=10)).timestamp()
     decided = passes(engine, later)["llm"]
     assert decided.decision == Verdict.WAIT and set(decided.shadow.values()) == {"a", "b"}
+
+
+# --- what users see: simulate's result, its text, the PodGroup status ---------------------------------------------
+
+
+def _snapshot(free_rack: bool) -> list[dict[str, Any]]:
+    """A PyTorchJob of 4 x 3 cpu requiring one rack; racks r1 (a, b) and r2 (c, d) of 8-cpu nodes, each running a
+    5-cpu pod unless ``free_rack`` (then r2's nodes are empty)."""
+    objects: list[dict[str, Any]] = []
+    for name, rack in (("a", "r1"), ("b", "r1"), ("c", "r2"), ("d", "r2")):
+        objects.append({"apiVersion": "v1", "kind": "Node", **rack_node(name, rack)})
+        if not (free_rack and rack == "r2"):
+            objects.append({"apiVersion": "v1", "kind": "Pod",
+                            **pod(f"etl-{name}", "5", node_name=name, phase="Running", gang=False)})
+    for i in range(4):
+        obj = member(f"train-{i}", "3", "train", 4, gated=True)
+        obj["metadata"]["annotations"][keys.OWNER_ANNOTATION] = "kubeflow.org/v1/PyTorchJob/train"
+        objects.append({"apiVersion": "v1", "kind": "Pod", **obj})
+    objects.append({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                    "metadata": {"name": "train", "namespace": "ml", "uid": "root-train",
+                                 "annotations": {keys.TOPOLOGY_REQUIRED: RACK}},
+                    "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 4}}}})
+    return objects
+
+
+@pytest.mark.parametrize("free_rack", [False, True])
+def test_simulate_and_the_podgroup_show_the_topology_and_the_domain(free_rack: bool) -> None:
+    cycle, ungated, podgroups = simulate_podgroups(_snapshot(free_rack), Config(), NOW)
+    result = report(cycle, ungated, podgroups)
+    [gang] = result["gangs"]
+    [group] = result["podgroups"]
+    assert gang["topology"] == {"key": RACK, "required": True}
+    assert group["status"]["topology"]["key"] == RACK and group["status"]["topology"]["mode"] == "Required"
+    if free_rack:
+        assert gang["decision"] == "release" and gang["domains"] == ["r2"]
+        assert group["status"]["topology"]["domains"] == ["r2"]
+        assert "train: release [r2] — " in _text(result)
+    else:
+        assert gang["decision"] == "wait" and "has room for 2 of 4 members" in gang["reason"]
+        assert "domains" not in group["status"]["topology"]

@@ -266,6 +266,8 @@ BAD_ROOT_ANNOTATIONS = [
     ("kubenexus.io/group-name", "bad name"),
     ("kubenexus.io/group-name", ""),
     ("kubenexus.io/group-name", "x" * 64),
+    ("kubenexus.io/topology-required", "not a label key"),
+    ("kubenexus.io/topology-preferred", ""),
 ]
 
 
