@@ -16,7 +16,10 @@ finished Jobs, running gangs released earlier); gang members admitted by the pro
    ``kubenexus controller`` in their own processes: from the last member's creation to all gates removed, as one
    watch sees both; and what 100 plain PATCHes cost there;
 5. one pass versus nodes (1k, 5k, 20k; 5 pods per node) and versus pending gangs (100, 1k, 10k small gangs,
-   most not fitting; a pass is stopped after ``--limit`` seconds).
+   most not fitting; a pass is stopped after ``--limit`` seconds);
+6. topology-aware gangs, side by side with the topology-free case on the same state (its nodes labelled in 50
+   zones x 10 racks): the 1,000-member gang with ``kubenexus.io/topology-required`` on the zone, and 10,000 pending
+   gangs of which a third require a zone and a third prefer a rack.
 
 Times are wall-clock medians; the CPU time of the same passes is shown too, since other load on the machine
 inflates wall time. Exit status 1 when a goal is missed (never with ``--smoke``).
@@ -1417,7 +1420,7 @@ class PendingGangs:
             self.protos[(size, big)] = protos
         return self.protos[(size, big)]
 
-    def gang(self, k: int, rng: random.Random) -> Gang:
+    def gang(self, k: int, rng: random.Random, topology: bool = False) -> Gang:
         """Gang ``k``: nine in ten need 60 cpu and 200 GiB per member (only an emptier node could hold one, so they
         wait and are not never-fits); one in ten needs 2 cpu and fits at once. All are a minute old: none has
         waited past the starvation threshold (a starving gang also gets a shadow plan each pass)."""
@@ -1426,10 +1429,15 @@ class PendingGangs:
         pods = [proto.dict({**values, "uid": _uid(rng), "rv": str(rng.randrange(10**6, 10**8))}) for proto in protos]
         root = _tokenize(self.root)
         root = Proto(root).dict(values)
+        if topology and k % 3 < 2:  # a third require a zone, a third prefer a rack, a third ask nothing
+            wanted = {keys.TOPOLOGY_REQUIRED: TOPOLOGY_ZONE} if k % 3 == 0 else {keys.TOPOLOGY_PREFERRED: TOPOLOGY_RACK}
+            meta = root["metadata"]
+            root["metadata"] = {**meta, "annotations": {**(meta.get("annotations") or {}), **wanted}}
         return Gang(root, pods)
 
 
-def bench_pending(world: World, counts: list[tuple[int, float]]) -> list[Row]:
+def bench_pending(world: World, counts: list[tuple[int, float]], topology: bool = False,
+                  section: str = "5 pending") -> list[Row]:
     """One pass with many small pending gangs, most of which do not fit now (see ``PendingGangs``); each pass is
     stopped after its time limit (then the cost per gang measured with fewer gangs gives an estimate)."""
     rows = []
@@ -1437,7 +1445,7 @@ def bench_pending(world: World, counts: list[tuple[int, float]]) -> list[Row]:
     per_gang: dict[str, float] = {}
     for count, limit in counts:
         rng = random.Random(count)
-        gangs = [factory.gang(k, rng) for k in range(count)]
+        gangs = [factory.gang(k, rng, topology) for k in range(count)]
         for gang in gangs:
             add_gang(world, gang)
         engine = world.engine()
@@ -1445,14 +1453,14 @@ def bench_pending(world: World, counts: list[tuple[int, float]]) -> list[Row]:
             for phase in ("cold", "warm"):
                 if phase == "warm":
                     world.state.upsert_pod(pod_event(world.sample[0], count), NOW)
-                label = f"{count:,} pending gangs, {phase}"
+                label = f"{count:,} pending gangs{' (mixed topology)' if topology else ''}, {phase}"
                 try:
                     with time_limit(limit):
                         seconds, cycle = timed_cycle(engine)
                 except Budget:
                     estimate = (f"; ≈ {per_gang[phase] * count:,.0f} s at the {per_gang[phase] * 1e3:,.0f} ms per gang "
                                 f"measured with fewer gangs") if phase in per_gang else ""
-                    rows.append(Row("5 pending", label, limit * 1e3, "ms", None,
+                    rows.append(Row(section, label, limit * 1e3, "ms", None,
                                     f"stopped after {limit:.0f} s (the pass takes longer){estimate}"))
                     if phase == "cold":
                         break  # a warm pass needs the cold one to have finished
@@ -1460,13 +1468,46 @@ def bench_pending(world: World, counts: list[tuple[int, float]]) -> list[Row]:
                 per_gang.setdefault(phase, seconds / count)
                 released = sum(1 for d in cycle.gangs if d.decision == Verdict.RELEASE)
                 waiting = sum(1 for d in cycle.gangs if d.decision == Verdict.WAIT)
-                rows.append(Row("5 pending", label, seconds * 1e3, "ms", None,
+                rows.append(Row(section, label, seconds * 1e3, "ms", None,
                                 f"{_cpu_note(1)}; {released} released, {waiting} waiting; "
                                 f"{seconds / count * 1e3:,.1f} ms per pending gang"))
         finally:
             unrelease(world, engine, gangs)
             for gang in gangs:
                 remove_gang(world, gang)
+    return rows
+
+
+TOPOLOGY_ZONE = "kubenexus.example.com/zone"
+TOPOLOGY_RACK = "kubenexus.example.com/rack"
+
+
+def label_topology(world: World, zones: int = 50, racks: int = 10) -> None:
+    """Label the world's nodes in ``zones`` zones of ``racks`` racks each (contiguous blocks of nodes)."""
+    count = len(world.nodes)
+    for i, node in enumerate(world.nodes):
+        rack = i * zones * racks // count
+        labels = {**node["metadata"]["labels"], TOPOLOGY_ZONE: f"zone-{rack // racks:02d}",
+                  TOPOLOGY_RACK: f"rack-{rack // racks:02d}-{rack % racks}"}
+        world.nodes[i] = {**node, "metadata": {**node["metadata"], "labels": labels}}
+        world.state.upsert_node(world.nodes[i])
+
+
+def bench_topology(world: World, gang_size: int, repeat: int, pending: list[tuple[int, float]]) -> list[Row]:
+    """Section 6: the same gang without and with a required zone, then pending gangs without and with topology."""
+    label_topology(world)
+    rows = []
+    for required in (False, True):
+        gang = pytorch_gang(random.Random(9), "ml-research", "zoned", gang_size, cpu="1", memory="2Gi")
+        if required:
+            gang.root["metadata"].setdefault("annotations", {})[keys.TOPOLOGY_REQUIRED] = TOPOLOGY_ZONE
+        what = f"{gang_size}-member PyTorchJob, " + ("topology-required: zone" if required else "no topology")
+        measured = bench_decision(world, gang, what, repeat, goal=required)
+        for row in measured:
+            row.section = "6 topology"
+        rows += measured
+    rows += bench_pending(world, pending, False, "6 topology")
+    rows += bench_pending(world, pending, True, "6 topology")
     return rows
 
 
@@ -1504,7 +1545,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="tiny scale, every code path, no goals checked")
     parser.add_argument("--repeat", type=int, default=5, help="repetitions of each in-process measurement")
-    parser.add_argument("--only", default="12345", help="which sections to run, e.g. 125")
+    parser.add_argument("--only", default="123456", help="which sections to run, e.g. 125")
     parser.add_argument("--limit", type=float, default=30.0,
                         help="seconds after which a pass with 1,000 or 10,000 pending gangs is stopped")
     parser.add_argument("--rebuild-child", nargs=2, metavar=("DIR", "MODE"), help=argparse.SUPPRESS)
@@ -1528,7 +1569,7 @@ def main() -> int:
             for item in cluster_objects(12, 120, seed=3):
                 assert json.loads(item.json()) == item.obj(), "prototype dict and JSON disagree"
         world = None
-        if set(args.only) & set("125"):
+        if set(args.only) & set("1256"):
             started = time.perf_counter()
             world = build_world(nodes, pods)
             gc.collect()  # as the controller does once its first lists are in (controller.run)
@@ -1551,6 +1592,9 @@ def main() -> int:
             rows += bench_nodes([20, 60, 150] if smoke else [1000, 5000, 20_000], 5, gang_size, repeat, None)
             rows += bench_pending(world, [(5, 10), (20, 10), (50, 0.001)] if smoke  # the last one: the time limit
                                   else [(100, 300), (1000, args.limit), (10_000, args.limit)])
+            print_progress(rows, began)
+        if "6" in args.only:  # last on this state: it relabels the nodes
+            rows += bench_topology(world, gang_size, repeat, [(20, 10)] if smoke else [(10_000, args.limit)])
             print_progress(rows, began)
         del world
         gc.unfreeze()

@@ -8,8 +8,8 @@ placement rather than waiting. Nodes without the label are in no domain. Pure: t
 Which domain: the tightest that fits, so that big domains stay free for big gangs. Tightness is the free capacity
 a domain would have left in the gang's dominant resource (the one it needs most of, as a share of the candidate
 domains' free total), summed over the domain's nodes; ties by name. Domains whose sums cannot hold the gang are
-skipped without planning; when no domain fits, every domain with a node for each member is planned, so that the
-reason names the best one's shortfall.
+skipped without planning; when no domain fits, the few largest are planned, so that the reason names the best
+one's shortfall (planning every domain of a big cluster for every waiting gang would cost the pass too much).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from gang import keys
 
 Solve = Callable[[Sequence[Member], Sequence[NodeFree]], PlanResult]
 _PREFERRED_WIDENINGS = 3  # multi-domain attempts of a preferred gang before any placement
+_SHORTFALL_DOMAINS = 3  # the largest domains planned to word a required gang's "not yet"
 
 
 @dataclass(frozen=True)
@@ -88,12 +89,15 @@ def plan_in_domains(members: Sequence[Member], nodes: Sequence[NodeFree], label:
     if not domains:
         return TopologyPlan(PlanResult(None, 0, _no_domain(members, topology)))
     best_name, best = "", PlanResult(None, -1, "")
-    for name in order:
+    dominant = _dominant(domains, demand)
+    largest = sorted(domains, key=lambda name: (-_share(domains[name], demand, dominant), name))
+    for name in sorted(largest[:_SHORTFALL_DOMAINS], key=order.index):
         found = solve(within(members, _names(domains[name])), domains[name])
         if found.placed_max > best.placed_max:
             best_name, best = name, found
-    reason = (f"no {topology.key} domain has room for the whole gang now: {best_name} has room for "
-              f"{best.placed_max} of {len(members)} members ({best.shortfall})")
+    of = f"the best of the {_SHORTFALL_DOMAINS} largest of {len(domains)}" if len(domains) > _SHORTFALL_DOMAINS else ""
+    reason = (f"no {topology.key} domain has room for the whole gang now: {of + ', ' if of else ''}{best_name} has "
+              f"room for {best.placed_max} of {len(members)} members ({best.shortfall})")
     return TopologyPlan(PlanResult(None, best.placed_max, reason), (best_name,))
 
 
