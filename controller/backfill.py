@@ -18,7 +18,7 @@ from controller.members import GangKey, PodView
 from controller.planner import check_placement, plan
 from controller.problem import Member, NodeFree
 from controller.state import ClusterState
-from controller.topology import Topology, plan_in_domains
+from controller.topology import Request, Roles, plan_request
 from gang.resources import Resources
 
 
@@ -35,19 +35,18 @@ class Backfill:
         self._ledger: dict[str, dict[str, Resources]] = {}  # per node, per pod uid: backfill into a shadow's slack
 
     def shadow(self, key: GangKey, members: Sequence[Member], claims: dict[str, Resources],
-               held: HeldRoom, topology: Topology | None = None) -> dict[str, str]:
+               held: HeldRoom, request: Request = (), roles: Roles | None = None) -> dict[str, str]:
         """The starving gang's shadow plan (its previous one while that still holds), added to ``claims``; empty
-        when no plan exists over capacity that will free up. With a required topology it lies in one domain (the
-        tightest that will have room), a preferred one in as few as it can."""
+        when no plan exists over capacity that will free up. With a topology ``request`` it honours it as a plan now
+        would (``plan_request``; ``roles``: the members' roles and child Jobs)."""
         names = sorted(set().union(*{m.nodes for m in members}))
         future = self._future(names, claims, held)
         nodes = [NodeFree(n, future[n], self.state.permanent_ports(n)) for n in names if n in future]
         previous = self._shadows.get(key)
         if previous and set(previous) == {m.name for m in members} and not check_placement(members, nodes, previous):
             placement = previous
-        elif topology is not None:
-            label = self.state.labeller(topology.key)
-            within = plan_in_domains(members, nodes, label, topology)
+        elif request:
+            within = plan_request(members, nodes, self.state.labeller, request, roles or {})
             placement = (plan(members, nodes) if within.fallback else within.result).placement or {}
         else:
             placement = plan(members, nodes).placement or {}

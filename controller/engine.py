@@ -48,7 +48,7 @@ from controller.planner import PlanResult, check_placement
 from controller.problem import Member, NodeFree
 from controller.rooms import Rooms, shape_of
 from controller.state import ClusterState
-from controller.topology import Topology, domains_used, topology_of
+from controller.topology import Request, domains_used, request_of
 from gang import keys
 from gang.config import Config
 from gang.resources import Resources
@@ -116,8 +116,9 @@ class GangDecision:
     cause: Cause | StuckReason | None = None  # why a waiting gang waits, or why an evicted one could not start
     shadow: dict[str, str] = field(default_factory=dict)  # a starving gang's shadow plan in this pass (member: node)
     short: int = 0  # a waiting gang: members missing (Cause.MEMBERS), or members without room in the best plan found
-    topology: Topology | None = None  # what its root asks (``kubenexus.io/topology-required`` / ``-preferred``)
-    # With a topology: the domains its plan uses (released, running), or the best domain's (waiting, required).
+    # What its root asks: ``kubenexus.io/topology-required``/``-preferred``, per role, JobSet's exclusive topology.
+    topology: Request = ()
+    # With a topology: the domains its plan uses (released, running), or the best domain's (waiting, whole gang).
     domains: tuple[str, ...] = ()
 
     @property
@@ -151,8 +152,8 @@ class Engine:
         self.backfill = Backfill(state)
         self.fitting = Fitting(state, self.feasibility, self.rooms)
         self._not_yet: dict[GangKey, tuple[_Token, PlanResult, list[PodView], tuple[str, ...]]] = {}
-        # Started gangs: their topology request and the domains they were released into (None: no request).
-        self._placed_in: dict[GangKey, tuple[Topology, tuple[str, ...]] | None] = {}
+        # Started gangs: their topology request and the domains they were released into.
+        self._placed_in: dict[GangKey, tuple[Request, tuple[str, ...]]] = {}
         self._now = 0.0
 
     # --- one pass ---------------------------------------------------------------------------------
@@ -251,8 +252,7 @@ class Engine:
         if not broken:
             return None
         others = {key: per_node for key, per_node in held.items() if key != gang.key}
-        members = self.fitting.in_domain([self.fitting.expected_member(gang, i) for i in indexes],
-                                         self._required_domain(gang))
+        members = self._anchored(gang, [self.fitting.expected_member(gang, i) for i in indexes])
         found = self.fitting.plan(members, gang, others, None)
         if found.placement is None:
             return Stuck(gang.sample, StuckReason.UNPLACEABLE,
@@ -272,9 +272,7 @@ class Engine:
         into their predecessors' room; then finish a release under way (a crash can leave one half done).
         Returns the extra members still gated."""
         result = self._base(gang, now, Verdict.RUNNING, "released")
-        placed_in = self._placed(gang)
-        if placed_in is not None:
-            result.topology, result.domains = placed_in
+        result.topology, result.domains = self._placed(gang)
         whole = gang.key in self.state.whole
         stuck = self._stuck(gang, now)
         if stuck and not whole:
@@ -315,8 +313,8 @@ class Engine:
         missing = max(gang.needed - len(started), 0)
         finishing = [p for p in waiting if not gang.late(p)][:missing]
         if finishing:
-            found = self.fitting.plan(self.fitting.in_domain([self.fitting.member(p, gang) for p in finishing],
-                                                             self._required_domain(gang)), gang, held, None)
+            found = self.fitting.plan(self._anchored(gang, [self.fitting.member(p, gang) for p in finishing]), gang,
+                                      held, None)
             if found.placement is not None:
                 for pod in finishing:
                     self._released(result, pod, found.placement[pod.name], "completing a release started earlier",
@@ -334,30 +332,25 @@ class Engine:
                releases: list[Release]) -> None:
         """An extra member of a running gang where it fits now, within what shadow plans leave (as backfill)."""
         limits = self.backfill.limits(gang.key, held, claims) if claims else None
-        found = self.fitting.plan(self.fitting.in_domain([self.fitting.member(pod, gang)], self._required_domain(gang)),
-                                  gang, held, limits)
+        found = self.fitting.plan(self._anchored(gang, [self.fitting.member(pod, gang)]), gang, held, limits)
         if found.placement:
             node = found.placement[pod.name]
             self._released(result, pod, node, "member(s) of a running gang released where they fit", releases)
             self.backfill.count(pod, node, claims)
 
-    def _placed(self, gang: Gang) -> tuple[Topology, tuple[str, ...]] | None:
+    def _placed(self, gang: Gang) -> tuple[Request, tuple[str, ...]]:
         """A started gang's topology request and the domains its members are in (kept from its release; after a
         restart, read once from its root and where its members are charged)."""
         if gang.key not in self._placed_in:
-            topology = topology_of(self.roots(gang.sample))
+            request = request_of(self.roots(gang.sample))
             nodes = {p.name: node for p in gang.members if (node := self.state.charged_node(p.uid))}
-            self._placed_in[gang.key] = None if topology is None else (
-                topology, domains_used(nodes, self.state.labeller(topology.key)))
+            self._placed_in[gang.key] = (request, tuple(sorted({
+                domain for t in request for domain in domains_used(nodes, self.state.labeller(t.key))})))
         return self._placed_in[gang.key]
 
-    def _required_domain(self, gang: Gang) -> tuple[Topology, str] | None:
-        """The one domain a started gang with a required topology is in: its replacements, late and extra members
-        go there too."""
-        placed_in = self._placed(gang)
-        if placed_in is None or not placed_in[0].required or len(placed_in[1]) != 1:
-            return None
-        return placed_in[0], placed_in[1][0]
+    def _anchored(self, gang: Gang, members: list[Member]) -> list[Member]:
+        """Replacements, late and extra members of a started gang go to the domain their unit runs in."""
+        return self.fitting.anchored(members, gang, self._placed(gang)[0])
 
     def _fits_into(self, pod: PodView, gang: Gang, member: Member, node: str, room: Resources, held: Held) -> bool:
         """The member fits on ``node`` with ``room`` held for it there counted as free."""
@@ -407,7 +400,7 @@ class Engine:
         timeout = _seconds(root.get(keys.SCHEDULE_TIMEOUT_SECONDS)) or self.config.schedule_timeout_seconds
         result = self._base(gang, now, Verdict.WAIT, "")
         result.timed_out = result.waited > timeout
-        topology = result.topology = topology_of(root)
+        request = result.topology = request_of(root)
         if len(live) < needed:
             result.cause = Cause.MEMBERS
             result.short = needed - len(live)
@@ -428,7 +421,7 @@ class Engine:
                              "are released unpinned, since the scheduler may place a mixed gang differently")
             return self._hold(gang, result, placed, now, evictions)
         expected = self.fitting.expected_members(gang)
-        found, chosen, members, domains = self._plan_waiting(gang, live, needed, expected, held, claims, topology)
+        found, chosen, members, domains = self._plan_waiting(gang, live, needed, expected, held, claims, request)
         result.domains = domains
         if found.placement is not None:
             queued = self._queued_in_the_way(found.placement, members, now)
@@ -449,15 +442,16 @@ class Engine:
             result.plan = dict(found.placement)
             result.released = [p.name for p in chosen]
             nodes = len(set(found.placement.values()))
-            result.reason = f"all {len(found.placement)} members fit on {nodes} node(s){_where(topology, domains)}" \
+            result.reason = f"all {len(found.placement)} members fit on {nodes} node(s){_where(request, domains)}" \
                             f"{expected_note}"
-            self._placed_in[gang.key] = None if topology is None else (topology, domains)
+            self._placed_in[gang.key] = (request, domains)
             if reasons:
                 result.reason += (f"; best effort: members with {'; '.join(reasons)} are released unpinned, "
                                   "for the scheduler to place")
             return result
         members = [self.fitting.member(p, gang) for p in chosen] + expected
-        never = self.feasibility.never_fits(gang.key, members, topology)
+        roles = self.fitting.roles(gang) if request and not request[0].whole else None
+        never = self.feasibility.never_fits(gang.key, members, request, roles)
         if never:
             result.decision = Verdict.NEVER_FITS
             result.reason = never
@@ -466,14 +460,14 @@ class Engine:
         result.reason = found.shortfall
         result.short = max(len(members) - found.placed_max, 0)
         if result.waited >= self.config.starvation_seconds:
-            shadow = result.shadow = self.backfill.shadow(gang.key, members, claims, held, topology)
+            shadow = result.shadow = self.backfill.shadow(gang.key, members, claims, held, request, roles)
             result.reason += (f"; waiting longer than {self.config.starvation_seconds:g}s: capacity is held for it "
                               f"on {len(set(shadow.values()))} node(s) as it frees up" if shadow else
                               "; starving, but no shadow plan exists over capacity that will free up")
         return self._hold(gang, result, placed, now, evictions)
 
     def _plan_waiting(self, gang: Gang, live: list[PodView], needed: int, expected: list[Member], held: Held,
-                      claims: dict[str, Resources], topology: Topology | None
+                      claims: dict[str, Resources], request: Request
                       ) -> tuple[PlanResult, list[PodView], list[Member], tuple[str, ...]]:
         """A plan for the gated members (all of them, else the ``needed`` oldest) and the expected ones; when none
         fits, the reason for the oldest ``needed``. Returns the plan, the pods it releases, the members planned
@@ -494,10 +488,10 @@ class Engine:
         for group in candidates:
             members = [self.fitting.member(p, gang) for p in group] + expected
             group_shapes = [shape_of(p.key, p.usage) for p in group] + shapes
-            if topology is None:
+            if not request:
                 found = self.fitting.plan_guided(members, group_shapes, gang, held, limits)
             else:
-                planned = self.fitting.plan_topology(members, group_shapes, gang, held, limits, topology)
+                planned = self.fitting.plan_topology(members, group_shapes, gang, held, limits, request)
                 found, domains = planned.result, planned.domains
             if found.fits:
                 return found, group, members, domains
@@ -549,10 +543,13 @@ def _seconds(value: str | None) -> float:
     return number if number > 0 else 0.0
 
 
-def _where(topology: Topology | None, domains: tuple[str, ...]) -> str:
+def _where(request: Request, domains: tuple[str, ...]) -> str:
     """Where a released gang's plan lies, for its reason."""
-    if topology is None:
+    if not request:
         return ""
+    topology = request[0]
+    if not topology.whole:
+        return f", each of its units in one domain ({', '.join(domains)})"
     if len(domains) == 1:
         return f" in {topology.key} domain {domains[0]}"
     if not domains:

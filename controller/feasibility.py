@@ -19,12 +19,12 @@ from controller.planner import never_fits
 from controller.predicates import HostPort, PodInfo, feasible
 from controller.problem import Member, NodeFree, no_node_of
 from controller.state import ClusterState
-from controller.topology import Topology, never_fits_in_domains
+from controller.topology import Request, Roles, never_fits_request
 
 # A gang's shape as never-fits sees it: the node shapes' version, per member shape how many members, and its
-# required topology.
+# topology request with how many members of each role and child Job.
 GangShape = tuple[int, frozenset[tuple[tuple[frozenset[str], tuple[tuple[str, Decimal], ...], frozenset[HostPort]],
-                                       int]], Topology | None]
+                                       int]], Request, frozenset[tuple[tuple[str, str], int]]]
 _NEVER_LIMIT = 10_000  # cached never-fits answers, then start over
 
 
@@ -94,15 +94,16 @@ class Feasibility:
         view = self.state.nodes.get(node)
         return view is not None and bool(feasible(info, [view.info]))
 
-    def never_fits(self, key: GangKey, members: Sequence[Member], topology: Topology | None = None) -> str | None:
+    def never_fits(self, key: GangKey, members: Sequence[Member], request: Request = (),
+                   roles: Roles | None = None) -> str | None:
         """Cached per gang shape and node shape: a proof that it cannot fit even on an otherwise empty cluster (with a
-        required topology: in any one domain)."""
+        topology ``request``: as it asks; ``roles``: the members' roles and child Jobs)."""
         homeless = next((m for m in members if not m.nodes), None)
         if homeless is not None:
             return f"member {homeless.name} can run on no node: {no_node_of(homeless) or 'no node passes its filters'}"
         shape: GangShape = (self.state.shape_version, frozenset(Counter(
             (m.nodes, tuple(sorted(m.requests.items())), m.host_ports) for m in members).items()),
-            topology if topology is not None and topology.required else None)
+            request, frozenset(Counter((roles or {}).values()).items()))
         if shape in self._fits_somewhere:  # another gang of this shape was proven able to fit: so is this one
             return None
         signature = (key, shape)
@@ -115,8 +116,8 @@ class Feasibility:
             nodes = [NodeFree(n, subtract(state.nodes[n].allocatable, state.permanent(n)), state.permanent_ports(n))
                      for n in names if n in state.nodes]
             reason = never_fits(members, nodes)
-            if reason is None and topology is not None:
-                reason = never_fits_in_domains(members, nodes, state.labeller(topology.key), topology)
+            if reason is None and request:
+                reason = never_fits_request(members, nodes, state.labeller, request, roles or {})
             self._never[signature] = reason
             if reason is None:
                 self._fits_somewhere.add(shape)

@@ -17,7 +17,7 @@ from controller.predicates import HostPort, gang_member_port
 from controller.problem import Member, NodeFree, Unplaceable, no_node_of
 from controller.rooms import RoomIndex, Rooms, Shape, prefix
 from controller.state import ClusterState
-from controller.topology import Topology, TopologyPlan, domains_used, plan_in_domains, within
+from controller.topology import Request, TopologyPlan, anchored, domains_used, plan_request
 from gang.resources import Resources
 
 
@@ -49,7 +49,7 @@ class Fitting:
 
     def expected_member(self, gang: Gang, index: int) -> Member:
         e = gang.expected[index]
-        name = f"{e.role} (expected #{index + 1})"
+        name = _expected_name(gang, index)
         ports = frozenset({_apart_port(gang, name, e.apart)}) if gang.apart else frozenset()
         nodes = self.feasibility.nodes(e.key, e.spec, e.usage)
         if nodes:
@@ -99,25 +99,38 @@ class Fitting:
         """``plan`` over every node some member may use, as ``gang`` sees them."""
         return plan(members, self.nodes(gang, usable(members), held, limits))
 
+    def roles(self, gang: Gang) -> dict[str, tuple[str, str]]:
+        """Per member name (present and expected): its role and child Job, for per-role and exclusive requests."""
+        roles = {pod.name: (pod.role, pod.child) for pod in gang.members}
+        roles.update((_expected_name(gang, i), (e.role, "")) for i, e in enumerate(gang.expected))
+        return roles
+
     def plan_topology(self, members: list[Member], shapes: list[Shape], gang: Gang, held: HeldRoom,
-                      limits: Mapping[str, Resources] | None, topology: Topology) -> TopologyPlan:
-        """``plan_in_domains`` over the labelled nodes some member may use, as ``gang`` sees them; a preferred gang
-        that fits in no few domains is planned anywhere (``plan_guided``)."""
-        label = self.state.labeller(topology.key)
-        names = [name for name in usable(members) if label(name) is not None]
-        found = plan_in_domains(members, self.nodes(gang, names, held, limits), label, topology)
+                      limits: Mapping[str, Resources] | None, request: Request) -> TopologyPlan:
+        """``plan_request`` over the nodes some member may use (only labelled ones for a whole-gang request), as
+        ``gang`` sees them; a preferred gang that fits in no few domains is planned anywhere (``plan_guided``)."""
+        if not any(m.host_ports for m in members):
+            no_room = self._rooms_say_no(*self._demand(members, shapes), len(members))
+            if no_room is not None:  # not even the whole cluster has room now: no domain has
+                return TopologyPlan(no_room)
+        labeller = self.state.labeller
+        names = usable(members)
+        if request[0].whole:
+            label = labeller(request[0].key)
+            names = [name for name in names if name in label]
+        found = plan_request(members, self.nodes(gang, names, held, limits), labeller, request,
+                             {} if request[0].whole else self.roles(gang))
         if not found.fallback:
             return found
         anywhere = self.plan_guided(members, shapes, gang, held, limits)
-        return TopologyPlan(anywhere, domains_used(anywhere.placement or {}, label))
+        return TopologyPlan(anywhere, domains_used(anywhere.placement or {}, labeller(request[0].key)))
 
-    def in_domain(self, members: Sequence[Member], domain: tuple[Topology, str] | None) -> list[Member]:
-        """The members with only the nodes of the gang's required domain allowed (all of them without one)."""
-        if domain is None or not domain[0].required:
+    def anchored(self, members: Sequence[Member], gang: Gang, request: Request) -> list[Member]:
+        """``anchored``: members of a started gang only on the domain their unit runs in."""
+        if not request:
             return list(members)
-        label = self.state.labeller(domain[0].key)
-        nodes = [name for name in usable(members) if label(name) == domain[1]]
-        return within(members, nodes)
+        placed = {pod.name: node for pod in gang.members if (node := self.state.charged_node(pod.uid))}
+        return anchored(members, request, self.roles(gang), placed, self.state.labeller, usable(members))
 
     def plan_guided(self, members: list[Member], shapes: list[Shape], gang: Gang, held: HeldRoom,
                     limits: Mapping[str, Resources] | None) -> PlanResult:
@@ -125,14 +138,10 @@ class Fitting:
         name the few nodes to try before all of them. Members with host ports (or kept apart) are planned directly."""
         if any(m.host_ports for m in members):
             return self.plan(members, gang, held, limits)
-        groups: dict[Shape, list[Member]] = {}
-        for member, shape in zip(members, shapes, strict=True):
-            groups.setdefault(shape, []).append(member)
-        shapes_of = {self.rooms.index(shape, group[0].nodes): shape for shape, group in groups.items()}
-        demand = {index: groups[shape] for index, shape in shapes_of.items()}
-        slots = {index: index.slots(len(group)) for index, group in demand.items()}
-        if any(slots[index] < len(group) for index, group in demand.items()):
-            return self._no_room(demand, slots, len(members), shapes_of)
+        demand, shapes_of = self._demand(members, shapes)
+        no_room = self._rooms_say_no(demand, shapes_of, len(members))
+        if no_room is not None:
+            return no_room
         sets = {m.nodes for m in members}  # interned: one per placement key
         order = self.rooms.sorted_nodes(next(iter(sets)) if len(sets) == 1 else frozenset().union(*sets))
         names = prefix(order, {index: len(group) for index, group in demand.items()})
@@ -141,6 +150,23 @@ class Fitting:
             if found.fits:
                 return found
         return plan(members, self.nodes(gang, order, held, limits))
+
+    def _demand(self, members: Sequence[Member], shapes: Sequence[Shape]
+                ) -> tuple[dict[RoomIndex, list[Member]], dict[RoomIndex, Shape]]:
+        """The members by the room index of their shape and node set, and each index's shape."""
+        groups: dict[Shape, list[Member]] = {}
+        for member, shape in zip(members, shapes, strict=True):
+            groups.setdefault(shape, []).append(member)
+        shapes_of = {self.rooms.index(shape, group[0].nodes): shape for shape, group in groups.items()}
+        return {index: groups[shape] for index, shape in shapes_of.items()}, shapes_of
+
+    def _rooms_say_no(self, demand: Mapping[RoomIndex, list[Member]], shapes: Mapping[RoomIndex, Shape],
+                      total: int) -> PlanResult | None:
+        """"Certainly not" from the room indexes (too few slots for some shape), or None: maybe."""
+        slots = {index: index.slots(len(group)) for index, group in demand.items()}
+        if any(slots[index] < len(group) for index, group in demand.items()):
+            return self._no_room(demand, slots, total, shapes)
+        return None
 
     def _no_room(self, demand: Mapping[RoomIndex, list[Member]], slots: Mapping[RoomIndex, int],
                  total: int, shapes: Mapping[RoomIndex, Shape]) -> PlanResult:
@@ -167,6 +193,10 @@ class Fitting:
             if quantity > 0 and self.rooms.index((shape[0], ((resource, quantity),)), nodes).slots(slots + 1) <= slots:
                 return resource
         return ""
+
+
+def _expected_name(gang: Gang, index: int) -> str:
+    return f"{gang.expected[index].role} (expected #{index + 1})"
 
 
 def _apart_port(gang: Gang, name: str, with_term: bool) -> HostPort:

@@ -211,6 +211,8 @@ class PodView:
     escapable: bool = False  # no gang labels, no gate, an owner toward a supported root (see walkable)
     admission: dict[str, Any] | None = None  # what admission decides on, kept for escapable pods while they are unbound
     priority_class: str = ""  # spec.priorityClassName of gang members (their PodGroup records it)
+    role: str = ""  # a gang member's role, from its root kind's role label (per-role topology requests)
+    child: str = ""  # the child Job a gang member belongs to, for kinds that have them (JobSet's exclusive topology)
 
     @property
     def gated(self) -> bool:
@@ -264,6 +266,23 @@ def _admission_view(meta: Obj, spec: Obj) -> dict[str, Any]:
     kept_meta["ownerReferences"] = [{k: ref[k] for k in _OWNER_FIELDS if k in ref}
                                     for ref in meta.get("ownerReferences") or () if isinstance(ref, dict)]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": kept_meta, "spec": kept_spec}
+
+
+def owner_parts(owner: str) -> tuple[str, str, str]:
+    """(apiVersion, kind, name) from the owner annotation ``<group>/<version>/<kind>/<name>``."""
+    group, _, rest = owner.partition("/")
+    version, _, rest = rest.partition("/")
+    kind, _, name = rest.partition("/")
+    return (f"{group}/{version}" if group else version), kind, name
+
+
+def _unit(owner: str, labels: Mapping[str, str]) -> dict[str, str]:
+    """A member's role and child Job, read through its root kind's adapter."""
+    api_version, kind, _ = owner_parts(owner)
+    adapter = adapter_for(api_version, kind)
+    if adapter is None:
+        return {}
+    return {"role": sys.intern(adapter.role_of(labels)), "child": adapter.child_of(labels)}
 
 
 def pod_view(pod: Obj) -> PodView:
@@ -331,6 +350,7 @@ def pod_view(pod: Obj) -> PodView:
         escapable=escapable,
         admission=_admission_view(meta, spec) if escapable and unbound else None,
         priority_class=sys.intern(str(spec.get("priorityClassName") or "")) if gang else "",
+        **(_unit(str(annotations.get(keys.OWNER_ANNOTATION) or ""), labels) if gang else {}),
     )
 
 

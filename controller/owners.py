@@ -15,7 +15,7 @@ from typing import Any
 
 import jsonpatch
 
-from controller.members import PodView
+from controller.members import PodView, owner_parts
 from controller.release import release_patch
 from gang import keys
 from gang.adapters.table import adapter_for
@@ -28,11 +28,7 @@ Obj = dict[str, Any]
 
 
 def _owner(pod: PodView) -> tuple[str, str, str]:
-    """(apiVersion, kind, name) from the owner annotation ``<group>/<version>/<kind>/<name>``."""
-    group, _, rest = pod.owner.partition("/")
-    version, _, rest = rest.partition("/")
-    kind, _, name = rest.partition("/")
-    return (f"{group}/{version}" if group else version), kind, name
+    return owner_parts(pod.owner)
 
 
 def root_annotations(source: ObjectSource, pod: PodView) -> Mapping[str, str]:

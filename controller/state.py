@@ -13,7 +13,7 @@ a failed or deleted member of a running gang was, so that its replacement gets i
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -24,6 +24,7 @@ from controller.predicates import HostPort
 from gang.resources import Resources
 
 _ZERO = Decimal(0)
+_LABEL_KEYS = 64  # topology label keys whose node values are kept, then start over
 # What a pod takes from others: its charge (node, bound or not, usage, ports) and its nomination (node, priority,
 # usage); a change in either may free room.
 _Footprint = tuple[tuple[str, bool, Resources, frozenset[HostPort]] | None, tuple[str, int, Resources] | None]
@@ -85,6 +86,7 @@ class ClusterState:
         self._nominated: dict[str, dict[str, tuple[int, Resources]]] = {}
         self._charged_at: dict[str, str] = {}  # uid -> node it is charged to
         self.shape_version = 0  # bumps when static feasibility of any node may have changed
+        self._labels: dict[str, tuple[int, dict[str, str]]] = {}  # per label key: (shape_version, node -> value)
         self.version = 0  # bumps on every change
         self.freed = 0  # bumps when room may have grown anywhere: a decision "not yet" may have changed
         self.gang_versions: dict[GangKey, int] = {}  # the version at which a member of the gang last changed
@@ -334,15 +336,16 @@ class ClusterState:
     def charged_node(self, uid: str) -> str:
         return self._charged_at.get(uid, "")
 
-    def labeller(self, key: str) -> Callable[[str], str | None]:
-        """A node's value of label ``key`` by node name (None: no such label or node): its topology domain."""
-        nodes = self.nodes
-
-        def label(name: str) -> str | None:
-            view = nodes.get(name)
-            return None if view is None else view.info.labels.get(key)
-
-        return label
+    def labeller(self, key: str) -> Mapping[str, str]:
+        """Each labelled node's value of label ``key`` (its topology domain), kept until a node's shape changes.
+        The state's own dict: read it, never keep or change it."""
+        cached = self._labels.get(key)
+        if cached is None or cached[0] != self.shape_version:
+            if len(self._labels) > _LABEL_KEYS:
+                self._labels.clear()
+            cached = self._labels[key] = (self.shape_version, {
+                name: value for name, view in self.nodes.items() if (value := view.info.labels.get(key)) is not None})
+        return cached[1]
 
 
 def _shift(table: dict[str, Resources], node: str, usage: Resources, sign: int) -> None:

@@ -42,6 +42,7 @@ from controller.engine import Cause, Cycle, GangDecision, Verdict
 from controller.members import GangKey, PodView
 from controller.owners import root_reference
 from controller.state import ClusterState
+from controller.topology import described
 from gang import keys
 from gang.names import label_value
 
@@ -329,8 +330,7 @@ def _nodes(decision: GangDecision, members: Iterable[PodView], phase: Phase, fac
 def _topology(decision: GangDecision) -> Obj:
     """The root's topology request and, once released, the domains the gang runs in (a waiting gang's best domain
     is in its reason: it changes as capacity does)."""
-    assert decision.topology is not None
-    told: Obj = {"key": decision.topology.key, "mode": "Required" if decision.topology.required else "Preferred"}
+    told: Obj = {"requests": described(decision.topology)}
     if decision.decision in (Verdict.RELEASE, Verdict.RUNNING) and decision.domains:
         told["domains"] = list(decision.domains)
     return told
@@ -359,7 +359,7 @@ def desired(decision: GangDecision, members: list[PodView], facts: Facts, now: f
         "reason": reason,
         "waitingFor": waiting_for(decision, phase, counts, needed, requested),
     }
-    if decision.topology is not None:
+    if decision.topology:
         status["topology"] = _topology(decision)
     shadow_nodes = Counter(shadow.values()) if shadow else Counter()
     if shadow_nodes:

@@ -19,10 +19,11 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from controller.explain import amount_text
-from controller.planner import PlanResult, never_fits, plan
-from controller.problem import Member, NodeFree, Unplaceable, member_requests
+from controller.planner import PlanResult, check_placement, never_fits, plan
+from controller.problem import Member, NodeFree, Unplaceable, member_ports, member_requests
 from gang import keys
 
+_ZERO = Decimal(0)
 Solve = Callable[[Sequence[Member], Sequence[NodeFree]], PlanResult]
 _PREFERRED_WIDENINGS = 3  # multi-domain attempts of a preferred gang before any placement
 _SHORTFALL_DOMAINS = 3  # the largest domains planned to word a required gang's "not yet"
@@ -30,26 +31,64 @@ _SHORTFALL_DOMAINS = 3  # the largest domains planned to word a required gang's 
 
 @dataclass(frozen=True)
 class Topology:
-    """A gang's topology request: the node label whose values are domains, and whether one domain is required."""
+    """One topology request: the node label whose values are domains, whether one domain is required, and whom it
+    binds: the whole gang, the members of one ``role``, or (``exclusive``) each child Job in a domain of its own."""
 
     key: str
     required: bool
+    role: str = ""
+    exclusive: bool = False
 
     @property
-    def annotation(self) -> str:
-        return keys.TOPOLOGY_REQUIRED if self.required else keys.TOPOLOGY_PREFERRED
+    def whole(self) -> bool:
+        return not self.role and not self.exclusive
 
-    def text(self) -> str:
-        return f"{'one' if self.required else 'as few as possible'} {self.key} domain{'' if self.required else 's'}"
+    def unit(self, role: str, child: str) -> str | None:
+        """The unit (members that share one domain) of a member of ``role`` in child Job ``child``; None: free."""
+        if self.exclusive:
+            return child or None
+        if self.role:
+            return self.role if role == self.role else None
+        return ""
+
+
+def described(request: Request) -> list[dict[str, str | bool]]:
+    """The request as the PodGroup status and ``simulate`` show it."""
+    return [{"key": t.key, "mode": "Required" if t.required else "Preferred",
+             **({"role": t.role} if t.role else {}), **({"exclusive": True} if t.exclusive else {})} for t in request]
+
+
+# A gang's request: one whole-gang topology, or per-role and exclusive ones (none: empty).
+Request = tuple[Topology, ...]
+# Per member name: its role and child Job.
+Roles = Mapping[str, tuple[str, str]]
+Labels = Mapping[str, str]  # node name -> its domain (its value of the label); nodes without the label are absent
+Labeller = Callable[[str], Labels]  # a label key -> the domains of nodes
 
 
 def topology_of(annotations: Mapping[str, str]) -> Topology | None:
-    """The root's request (admission refuses a root with both; required would win)."""
+    """The root's whole-gang request (admission refuses a root with both; required would win)."""
     for annotation, required in ((keys.TOPOLOGY_REQUIRED, True), (keys.TOPOLOGY_PREFERRED, False)):
         value = annotations.get(annotation)
         if isinstance(value, str) and value:
             return Topology(value, required)
     return None
+
+
+def request_of(annotations: Mapping[str, str]) -> Request:
+    """The root's requests: the whole gang's; else JobSet's exclusive topology and the per-role ones."""
+    whole = topology_of(annotations)
+    if whole is not None:
+        return (whole,)
+    found = []
+    exclusive = annotations.get(keys.JOBSET_EXCLUSIVE_TOPOLOGY)
+    if isinstance(exclusive, str) and exclusive:
+        found.append(Topology(exclusive, True, exclusive=True))
+    for annotation, value in sorted(annotations.items()):
+        role = annotation.removeprefix(keys.TOPOLOGY_REQUIRED_ROLE_PREFIX)
+        if role != annotation and role and isinstance(value, str) and value:
+            found.append(Topology(value, True, role=role))
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -62,82 +101,295 @@ class TopologyPlan:
     fallback: bool = False
 
 
-def domains_of(nodes: Sequence[NodeFree], label: Callable[[str], str | None]) -> dict[str, list[NodeFree]]:
+def domains_of(nodes: Sequence[NodeFree], label: Labels) -> dict[str, list[NodeFree]]:
     """The nodes of each domain, by domain name; nodes without the label are in none."""
     found: dict[str, list[NodeFree]] = {}
     for node in nodes:
-        value = label(node.name)
+        value = label.get(node.name)
         if value is not None:
             found.setdefault(value, []).append(node)
     return found
 
 
-def plan_in_domains(members: Sequence[Member], nodes: Sequence[NodeFree], label: Callable[[str], str | None],
-                    topology: Topology, solve: Solve = plan) -> TopologyPlan:
+def plan_in_domains(members: Sequence[Member], nodes: Sequence[NodeFree], label: Labels, topology: Topology,
+                    solve: Solve = plan) -> TopologyPlan:
     """A plan within one domain (the tightest that fits); for a preferred gang, else within the fewest of the
-    largest domains tried, else ``fallback``. A required gang's "not yet" names the best domain's shortfall."""
-    domains = _candidates(members, domains_of(nodes, label))
-    demand = _demand(members)
-    order = _tightest_first(domains, demand)
+    largest domains tried, else ``fallback``. A required gang's "not yet" names the best domain's shortfall.
+
+    The planner only uses the nodes it is given, so members need not be cut down to a domain's nodes."""
+    domains = _Domains(members, domains_of(nodes, label))
+    order = domains.tightest_first()
     for name in order:
-        if _holds(domains[name], demand):
-            found = solve(within(members, _names(domains[name])), domains[name])
+        if domains.holds(name):
+            found = solve(members, domains.nodes[name])
             if found.fits:
                 return TopologyPlan(found, (name,))
     if not topology.required:
-        return _widened(members, domains, demand, solve)
-    if not domains:
+        return _widened(members, domains, solve)
+    if not domains.nodes:
         return TopologyPlan(PlanResult(None, 0, _no_domain(members, topology)))
     best_name, best = "", PlanResult(None, -1, "")
-    dominant = _dominant(domains, demand)
-    largest = sorted(domains, key=lambda name: (-_share(domains[name], demand, dominant), name))
-    for name in sorted(largest[:_SHORTFALL_DOMAINS], key=order.index):
-        found = solve(within(members, _names(domains[name])), domains[name])
+    for name in sorted(domains.largest_first()[:_SHORTFALL_DOMAINS], key=order.index):
+        found = solve(members, domains.nodes[name])
         if found.placed_max > best.placed_max:
             best_name, best = name, found
-    of = f"the best of the {_SHORTFALL_DOMAINS} largest of {len(domains)}" if len(domains) > _SHORTFALL_DOMAINS else ""
+    count = len(domains.nodes)
+    of = f"the best of the {_SHORTFALL_DOMAINS} largest of {count}" if count > _SHORTFALL_DOMAINS else ""
     reason = (f"no {topology.key} domain has room for the whole gang now: {of + ', ' if of else ''}{best_name} has "
               f"room for {best.placed_max} of {len(members)} members ({best.shortfall})")
     return TopologyPlan(PlanResult(None, best.placed_max, reason), (best_name,))
 
 
-def never_fits_in_domains(members: Sequence[Member], allocatable: Sequence[NodeFree],
-                          label: Callable[[str], str | None], topology: Topology) -> str | None:
+def never_fits_in_domains(members: Sequence[Member], allocatable: Sequence[NodeFree], label: Labels,
+                          topology: Topology) -> str | None:
     """Why no domain could ever hold the gang (naming the largest domain's capacity), or None when one might.
     Only a required topology can make a gang never fit: a preferred one falls back to any placement."""
     if not topology.required:
         return None
-    domains = _candidates(members, domains_of(allocatable, label))
-    if not domains:
+    domains = _Domains(members, domains_of(allocatable, label))
+    if not domains.nodes:
         return _no_domain(members, topology) + ", even with nothing else running"
+    largest = domains.largest_first()
     reasons = {}
-    for name in sorted(domains):
-        reason = never_fits(within(members, _names(domains[name])), domains[name])
+    for name in largest:  # the largest first: the likeliest to hold it
+        reason = never_fits(members, domains.nodes[name])
         if reason is None:
             return None
         reasons[name] = reason
-    demand = _demand(members)
-    largest = max(domains, key=lambda name: (_share(domains[name], demand, _dominant(domains, demand)), name))
-    return (f"no {topology.key} domain could ever hold the gang: the largest of {len(domains)}, {largest}, has "
-            f"{_capacity_text(domains[largest], demand)} allocatable ({reasons[largest]})")
+    return (f"no {topology.key} domain could ever hold the gang: the largest of {len(largest)}, {largest[0]}, has "
+            f"{domains.capacity_text(largest[0])} allocatable ({reasons[largest[0]]})")
 
 
-def domains_used(placement: Mapping[str, str], label: Callable[[str], str | None]) -> tuple[str, ...]:
+def domains_used(placement: Mapping[str, str], label: Labels) -> tuple[str, ...]:
     """The domains a plan's nodes are in, by name (nodes without the label are left out)."""
-    return tuple(sorted({value for node in set(placement.values()) if (value := label(node)) is not None}))
+    return tuple(sorted({value for node in set(placement.values()) if (value := label.get(node)) is not None}))
+
+
+# --- per-role and exclusive requests: units of members, each inside one domain --------------------------------------
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Members that must share one domain of ``topology.key`` (a role's, a child Job's, or the whole gang's)."""
+
+    topology: Topology
+    name: str
+    members: tuple[Member, ...]
+
+    def text(self) -> str:
+        what = (f"child Job {self.name}" if self.topology.exclusive else f"role {self.name}" if self.name
+                else "the gang")
+        return f"{what} ({len(self.members)} member(s))"
+
+
+def units_of(members: Sequence[Member], request: Request, roles: Roles) -> tuple[list[Unit], list[Member]]:
+    """The units of a request (a member joins the first topology that binds it; largest units first) and the
+    members no topology binds."""
+    grouped: dict[tuple[Topology, str], list[Member]] = {}
+    free = []
+    for member in members:
+        role, child = roles.get(member.name, ("", ""))
+        for topology in request:
+            unit = topology.unit(role, child)
+            if unit is not None:
+                grouped.setdefault((topology, unit), []).append(member)
+                break
+        else:
+            free.append(member)
+    units = [Unit(topology, name, tuple(group)) for (topology, name), group in grouped.items()]
+    units.sort(key=lambda u: (-len(u.members), u.name))
+    return units, free
+
+
+def plan_request(members: Sequence[Member], nodes: Sequence[NodeFree], labeller: Labeller, request: Request,
+                 roles: Roles, solve: Solve = plan, budget: int = 64) -> TopologyPlan:
+    """A plan honouring every topology of ``request``: a whole-gang one by ``plan_in_domains``; units by a search
+    over each unit's domains (tightest first; exclusive units on distinct domains), each unit planned inside its
+    domain on what the units before it left, then the free members anywhere. ``budget`` bounds the plans tried.
+
+    Exact for units alone (distinct domains do not interact); with free members it may miss a plan where another
+    placement of a unit inside the same domain would have left them room (then "not yet", never a wrong plan)."""
+    if len(request) == 1 and request[0].whole:
+        return plan_in_domains(members, nodes, labeller(request[0].key), request[0], solve)
+    units, free = units_of(members, request, roles)
+    labels = {t.key: labeller(t.key) for t in request}
+    search = _UnitSearch(units, free, nodes, labels, solve, budget)
+    found = search.run({node.name: node for node in nodes}, {}, [])
+    if found is None:
+        return TopologyPlan(PlanResult(None, search.deepest, search.reason()))
+    placement, domains = found
+    ordered = {m.name: placement[m.name] for m in members}
+    problems = check_placement(members, nodes, ordered)
+    if problems:
+        raise AssertionError(f"topology planner produced an invalid placement: {problems}")
+    return TopologyPlan(PlanResult(ordered, len(members), ""), tuple(sorted(set(domains))))
+
+
+class _UnitSearch:
+    """Depth-first over the units' domains; remembers the deepest failure to word the "not yet"."""
+
+    def __init__(self, units: list[Unit], free: list[Member], nodes: Sequence[NodeFree],
+                 labels: Mapping[str, Labels], solve: Solve, budget: int) -> None:
+        self.units, self.free, self.order, self.labels = units, free, [n.name for n in nodes], labels
+        self.solve, self.budget, self.tried = solve, budget, 0
+        self.deepest, self.failed, self.shortfall = 0, "", ""
+
+    def run(self, nodes: dict[str, NodeFree], placement: dict[str, str],
+            chosen: list[tuple[Topology, str]]) -> tuple[dict[str, str], list[str]] | None:
+        depth = len(chosen)
+        if depth == len(self.units):
+            if not self.free:
+                return placement, [domain for _, domain in chosen]
+            return self._rest(nodes, placement, chosen)
+        unit = self.units[depth]
+        topology = unit.topology
+        taken = {domain for t, domain in chosen if t == topology and topology.exclusive}
+        current = [nodes[name] for name in self.order]
+        domains = _Domains(unit.members, {d: ns for d, ns in domains_of(current, self.labels[topology.key]).items()
+                                          if d not in taken})
+        for domain in domains.tightest_first():
+            if not domains.holds(domain) or self.tried >= self.budget:
+                continue
+            self.tried += 1
+            found = self.solve(unit.members, domains.nodes[domain])
+            if found.placement is None:
+                self._fail(len(placement) + found.placed_max, unit.text(), f"{topology.key} domain {domain}: "
+                                                                        f"{found.shortfall}")
+                continue
+            deeper = self.run(_charged(nodes, unit.members, found.placement), {**placement, **found.placement},
+                              [*chosen, (topology, domain)])
+            if deeper is not None:
+                return deeper
+        if not domains.nodes or not self.failed:
+            self._fail(len(placement), unit.text(), f"no {topology.key} domain"
+                       f"{' left for it' if taken else ''} has room for it now")
+        return None
+
+    def _rest(self, nodes: dict[str, NodeFree], placement: dict[str, str],
+              chosen: list[tuple[Topology, str]]) -> tuple[dict[str, str], list[str]] | None:
+        if self.tried >= self.budget:
+            return None
+        self.tried += 1
+        found = self.solve(self.free, [nodes[name] for name in self.order])
+        if found.placement is None:
+            self._fail(len(placement) + found.placed_max, f"the {len(self.free)} other member(s)", found.shortfall)
+            return None
+        return {**placement, **found.placement}, [domain for _, domain in chosen]
+
+    def _fail(self, placed: int, what: str, why: str) -> None:
+        if placed >= self.deepest or not self.failed:
+            self.deepest, self.failed, self.shortfall = max(placed, self.deepest), what, why
+
+    def reason(self) -> str:
+        budget = f" (gave up after {self.tried} plans)" if self.tried >= self.budget else ""
+        return f"no placement keeps each unit in one domain now{budget}: {self.failed}: {self.shortfall}"
+
+
+def never_fits_request(members: Sequence[Member], allocatable: Sequence[NodeFree], labeller: Labeller,
+                       request: Request, roles: Roles) -> str | None:
+    """Why no domains could ever hold the gang as its request asks (a unit no domain could hold, more exclusive
+    units than domains), or None when they might."""
+    if len(request) == 1 and request[0].whole:
+        return never_fits_in_domains(members, allocatable, labeller(request[0].key), request[0])
+    units, _ = units_of(members, request, roles)
+    for topology in request:
+        if topology.exclusive:
+            count = sum(1 for u in units if u.topology == topology)
+            domains = domains_of(allocatable, labeller(topology.key))
+            if count > len(domains):
+                return (f"{count} child Jobs each need a {topology.key} domain of their own "
+                        f"({keys.JOBSET_EXCLUSIVE_TOPOLOGY}), and there are {len(domains)}")
+    for unit in units:
+        reason = never_fits_in_domains(unit.members, allocatable, labeller(unit.topology.key), unit.topology)
+        if reason is not None:
+            return f"{unit.text()}: {reason}"
+    return None
+
+
+def anchored(members: Sequence[Member], request: Request, roles: Roles, placed: Mapping[str, str],
+             labeller: Labeller, nodes: Iterable[str]) -> list[Member]:
+    """Members of a started gang restricted to the domain their unit already runs in (``placed``: where the gang's
+    members are charged, by name): replacements, late and extra members join their unit."""
+    if not any(t.required for t in request):
+        return list(members)
+    everyone = dict.fromkeys([*placed, *(m.name for m in members)])
+    units, _ = units_of([Member(name, {}, frozenset()) for name in everyone], request, roles)
+    unit_of = {m.name: unit for unit in units for m in unit.members}
+    result = []
+    names = list(nodes)
+    for member in members:
+        unit = unit_of.get(member.name)
+        if unit is None:
+            result.append(member)
+            continue
+        label = labeller(unit.topology.key)
+        domains = {label.get(placed[m.name]) for m in unit.members if m.name in placed}
+        if len(domains) != 1 or None in domains:
+            result.append(member)
+            continue
+        result += within([member], [name for name in names if label.get(name) in domains])
+    return result
+
+
+def _charged(nodes: Mapping[str, NodeFree], members: Sequence[Member], placement: Mapping[str, str]
+             ) -> dict[str, NodeFree]:
+    """``nodes`` with the placed members' requests and host ports taken."""
+    result = dict(nodes)
+    memo: dict[int, tuple[Mapping[str, Decimal], dict[str, Decimal]]] = {}
+    for member in members:
+        node = result[placement[member.name]]
+        free = dict(node.free)
+        for resource, value in member_requests(member, memo).items():
+            free[resource] = Decimal(free.get(resource, 0)) - value
+        result[node.name] = NodeFree(node.name, free, frozenset(node.used_ports) | member_ports(member))
+    return result
 
 
 # --- pieces --------------------------------------------------------------------------------------------------------
 
 
-def _candidates(members: Sequence[Member], domains: Mapping[str, list[NodeFree]]) -> dict[str, list[NodeFree]]:
-    """Domains with a node for every member and holding every pinned member's node."""
-    found = {}
-    for name, nodes in domains.items():
-        names = {node.name for node in nodes}
-        if all(m.pinned in names if m.pinned is not None else not m.nodes.isdisjoint(names) for m in members):
-            found[name] = nodes
-    return found
+class _Domains:
+    """The candidate domains of a gang (a node for every member, every pinned member's node) with their free totals
+    in the resources it requests, summed once."""
+
+    def __init__(self, members: Sequence[Member], domains: Mapping[str, list[NodeFree]]) -> None:
+        self.demand = _demand(members)
+        self.nodes: dict[str, list[NodeFree]] = {}
+        self.totals: dict[str, dict[str, Decimal]] = {}
+        pinned = {m.pinned for m in members if m.pinned is not None}
+        sets = {m.nodes for m in members if m.pinned is None}  # interned: mostly one per placement key
+        for name, nodes in domains.items():
+            names = {node.name for node in nodes}
+            if pinned <= names and all(not allowed.isdisjoint(names) for allowed in sets):
+                self.nodes[name] = nodes
+                self.totals[name] = {r: _free(nodes, r) for r in self.demand}
+        self.dominant = self._dominant()
+
+    def _dominant(self) -> str:
+        """The resource the gang needs most of, as a share of the candidate domains' free total; ties by name."""
+        def share(resource: str) -> tuple[Decimal, str]:
+            total = sum((totals[resource] for totals in self.totals.values()), Decimal(0))
+            return (self.demand[resource] / total if total > 0 else Decimal("Infinity")), resource
+
+        return max(self.demand, key=share) if self.demand else ""
+
+    def left(self, name: str) -> Decimal:
+        """What the domain would have left in the dominant resource."""
+        return self.totals[name][self.dominant] - self.demand[self.dominant] if self.dominant else Decimal(0)
+
+    def holds(self, name: str) -> bool:
+        """The domain's sums hold the gang (necessary, not sufficient)."""
+        return all(self.totals[name][r] >= value for r, value in self.demand.items())
+
+    def tightest_first(self) -> list[str]:
+        return sorted(self.nodes, key=lambda name: (self.left(name), name))
+
+    def largest_first(self) -> list[str]:
+        return sorted(self.nodes, key=lambda name: (-self.left(name), name))
+
+    def capacity_text(self, name: str) -> str:
+        amounts = ", ".join(amount_text(self.totals[name][r], r) for r in sorted(self.demand))
+        return f"{len(self.nodes[name])} node(s) with {amounts}"
 
 
 def within(members: Sequence[Member], nodes: Iterable[str]) -> list[Member]:
@@ -154,10 +406,6 @@ def within(members: Sequence[Member], nodes: Iterable[str]) -> list[Member]:
     return result
 
 
-def _names(nodes: Sequence[NodeFree]) -> list[str]:
-    return [node.name for node in nodes]
-
-
 def _demand(members: Sequence[Member]) -> dict[str, Decimal]:
     total: dict[str, Decimal] = {}
     memo: dict[int, tuple[Mapping[str, Decimal], dict[str, Decimal]]] = {}
@@ -168,47 +416,24 @@ def _demand(members: Sequence[Member]) -> dict[str, Decimal]:
 
 
 def _free(nodes: Sequence[NodeFree], resource: str) -> Decimal:
-    return sum((Decimal(node.free.get(resource, 0)) for node in nodes), Decimal(0))
+    return sum((node.free.get(resource, _ZERO) for node in nodes), _ZERO)
 
 
-def _holds(nodes: Sequence[NodeFree], demand: Mapping[str, Decimal]) -> bool:
-    """The domain's sums hold the gang (necessary, not sufficient)."""
-    return all(_free(nodes, resource) >= value for resource, value in demand.items())
-
-
-def _dominant(domains: Mapping[str, list[NodeFree]], demand: Mapping[str, Decimal]) -> str:
-    """The resource the gang needs most of, as a share of the candidate domains' free total; ties by name."""
-    def share(resource: str) -> tuple[Decimal, str]:
-        total = sum((_free(nodes, resource) for nodes in domains.values()), Decimal(0))
-        return (demand[resource] / total if total > 0 else Decimal("Infinity")), resource
-
-    return max(demand, key=share) if demand else ""
-
-
-def _share(nodes: Sequence[NodeFree], demand: Mapping[str, Decimal], resource: str) -> Decimal:
-    return _free(nodes, resource) - demand.get(resource, Decimal(0)) if resource else Decimal(0)
-
-
-def _tightest_first(domains: Mapping[str, list[NodeFree]], demand: Mapping[str, Decimal]) -> list[str]:
-    """Domains by what they would have left in the dominant resource, then by name."""
-    dominant = _dominant(domains, demand)
-    return sorted(domains, key=lambda name: (_share(domains[name], demand, dominant), name))
-
-
-def _widened(members: Sequence[Member], domains: Mapping[str, list[NodeFree]], demand: Mapping[str, Decimal],
-             solve: Solve) -> TopologyPlan:
-    """A preferred gang that fits in no single domain: the fewest of the largest domains whose sums hold it, widened
-    a few times, then ``fallback``."""
-    dominant = _dominant(domains, demand)
-    largest = sorted(domains, key=lambda name: (-_share(domains[name], demand, dominant), name))
+def _widened(members: Sequence[Member], domains: _Domains, solve: Solve) -> TopologyPlan:
+    """A preferred gang that fits in no single domain: the fewest of the largest domains whose sums hold it (from
+    running totals), widened a few times, then ``fallback``."""
+    largest = domains.largest_first()
+    running = dict.fromkeys(domains.demand, Decimal(0))
     tried = 0
-    for count in range(2, len(largest) + 1):
-        chosen = [node for name in largest[:count] for node in domains[name]]
-        if not _holds(chosen, demand):
+    for count, name in enumerate(largest, start=1):
+        for resource in running:
+            running[resource] += domains.totals[name][resource]
+        if count < 2 or any(running[r] < value for r, value in domains.demand.items()):
             continue
-        found = solve(within(members, _names(chosen)), chosen)
+        chosen = largest[:count]
+        found = solve(members, [node for domain in chosen for node in domains.nodes[domain]])
         if found.fits:
-            return TopologyPlan(found, tuple(sorted(largest[:count])))
+            return TopologyPlan(found, tuple(sorted(chosen)))
         tried += 1
         if tried == _PREFERRED_WIDENINGS:
             break
@@ -216,10 +441,4 @@ def _widened(members: Sequence[Member], domains: Mapping[str, list[NodeFree]], d
 
 
 def _no_domain(members: Sequence[Member], topology: Topology) -> str:
-    return (f"no node labelled {topology.key} admits all {len(members)} members in one domain"
-            if members else f"no node is labelled {topology.key}")
-
-
-def _capacity_text(nodes: Sequence[NodeFree], demand: Mapping[str, Decimal]) -> str:
-    amounts = ", ".join(amount_text(_free(nodes, resource), resource) for resource in sorted(demand))
-    return f"{len(nodes)} node(s) with {amounts}"
+    return f"no {topology.key} domain has a node for each of the {len(members)} members"

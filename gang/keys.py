@@ -19,6 +19,11 @@ TOPOLOGY_REQUIRED = PREFIX + "topology-required"
 TOPOLOGY_PREFERRED = PREFIX + "topology-preferred"
 ROOT_ANNOTATIONS = (GANG_SCHEDULING, MIN_AVAILABLE, GROUP_NAME, SCHEDULE_TIMEOUT_SECONDS, BEST_EFFORT,
                     TOPOLOGY_REQUIRED, TOPOLOGY_PREFERRED)
+# Per role, on kinds whose members have roles: ``kubenexus.io/topology-required.<role>: <node label key>``, the
+# members of that role (present and expected) in one domain, the others anywhere.
+TOPOLOGY_REQUIRED_ROLE_PREFIX = TOPOLOGY_REQUIRED + "."
+# JobSet's own annotation, honoured: each child Job in a domain of its own, no two child Jobs sharing one.
+JOBSET_EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 
 # Values of GANG_SCHEDULING on roots and of the namespace label of the same key.
 ROOT_OPT_IN = "true"

@@ -13,11 +13,13 @@ the request is fine.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
 from gang import keys
+from gang.adapters.base import WorkloadAdapter
 from gang.adapters.table import adapter_for
 from gang.config import Config
 from gang.kinds import POD_GROUP
@@ -208,6 +210,20 @@ def _nexus_annotations(obj: Obj | None) -> dict[str, Any]:
     return {k: v for k, v in meta_map(obj, "annotations").items() if k.startswith(keys.PREFIX)}
 
 
+def _role_topology(key: str, adapter: WorkloadAdapter, kind: str, annotations: Mapping[str, Any]) -> str | None:
+    """What is wrong with a per-role topology request, or None."""
+    role, value = key.removeprefix(keys.TOPOLOGY_REQUIRED_ROLE_PREFIX), annotations[key]
+    if adapter.role_label is None:
+        return f"the members of a {kind} have no roles; set {keys.TOPOLOGY_REQUIRED} for the whole gang"
+    if not role or not is_label_value(role):
+        return f"{role!r} is not a role name (the values of the {adapter.role_label} label)"
+    if not (isinstance(value, str) and is_label_key(value)):
+        return f"{value!r} is not a node label key"
+    if keys.TOPOLOGY_REQUIRED in annotations or keys.TOPOLOGY_PREFERRED in annotations:
+        return "a topology for the whole gang is set too: set one or the other"
+    return None
+
+
 def check_root(obj: Obj, old: Obj | None, api_version: str, kind: str) -> str | None:
     """The root's ``kubenexus.io/*`` annotations, when they (or the pods the spec creates) change."""
     adapter = adapter_for(api_version, kind)
@@ -219,7 +235,11 @@ def check_root(obj: Obj, old: Obj | None, api_version: str, kind: str) -> str | 
         return None
     where = "metadata.annotations"
     for key in annotations:
-        if key not in keys.ROOT_ANNOTATIONS:
+        if key.startswith(keys.TOPOLOGY_REQUIRED_ROLE_PREFIX):
+            denial = _role_topology(key, adapter, kind, annotations)
+            if denial:
+                return f"{where}[{key}]: {denial}"
+        elif key not in keys.ROOT_ANNOTATIONS:
             close = difflib.get_close_matches(key, keys.ROOT_ANNOTATIONS, n=1)
             hint = f"; did you mean {close[0]}?" if close else f"; known: {', '.join(keys.ROOT_ANNOTATIONS)}"
             return f"{where}[{key}]: unknown KubeNexus annotation{hint}"

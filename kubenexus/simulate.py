@@ -20,10 +20,11 @@ from typing import Any, TypeVar
 import jsonpatch
 import yaml
 
-from controller.engine import Cycle, Engine, GangDecision
+from controller.engine import Cycle, Engine
 from controller.owners import Step, resolve, root_annotations
 from controller.state import ClusterState
 from controller.status import Desired, Tracker, new_podgroup, podgroup_name, status_for
+from controller.topology import described
 from gang import keys
 from gang.config import Config, config_or_exit
 from gang.kinds import POD_GROUP
@@ -139,7 +140,7 @@ def _podgroup(want: Desired, roots: MemorySource, now: float) -> Obj:
 def report(cycle: Cycle, ungated: list[Obj], podgroups: list[Obj] | None = None) -> Obj:
     gangs = [{"namespace": d.key[0], "name": d.key[1], "decision": d.decision, "reason": d.reason,
               "plan": dict(sorted(d.plan.items())), "released": sorted(d.released),
-              "topology": _topology(d), "domains": list(d.domains)}
+              "topology": described(d.topology), "domains": list(d.domains)}
              for d in sorted(cycle.gangs, key=lambda d: (d.key[0], d.key[1], d.key[2]))]
     deleted = [{"namespace": e.key[0], "gang": e.key[1], "whole_gang": e.whole_gang, "reason": e.reason,
                 "message": e.message, "pods": sorted(p.name for p in e.pods)}
@@ -148,12 +149,6 @@ def report(cycle: Cycle, ungated: list[Obj], podgroups: list[Obj] | None = None)
     if podgroups is not None:
         result["podgroups"] = sorted(podgroups, key=lambda g: (g["metadata"]["namespace"], g["metadata"]["name"]))
     return result
-
-
-def _topology(decision: GangDecision) -> Obj | None:
-    """The gang's topology request: its label key and whether one domain is required."""
-    topology = decision.topology
-    return None if topology is None else {"key": topology.key, "required": topology.required}
 
 
 def _text(result: Obj) -> str:

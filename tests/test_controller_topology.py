@@ -47,8 +47,8 @@ def members(cpus: Iterable[int], nodes: Iterable[str]) -> list[Member]:
     return [Member(f"m{i}", {"cpu": Decimal(cpu)}, allowed) for i, cpu in enumerate(cpus)]
 
 
-def labels(zones: Mapping[str, str | None]) -> Any:
-    return zones.get
+def labels(zones: Mapping[str, str | None]) -> dict[str, str]:
+    return {node: zone for node, zone in zones.items() if zone is not None}
 
 
 def valid_assignments(gang: Sequence[Member], nodes: Sequence[NodeFree]) -> list[dict[str, str]]:
@@ -257,7 +257,7 @@ def test_a_gang_waits_for_a_rack_although_the_cluster_has_room_then_starts_insid
     for i in range(4):
         state.upsert_pod(member(f"train-{i}", "3", "train", 4, gated=True), NOW)
     first = passes(engine)["train"]
-    assert first.decision == Verdict.WAIT and first.topology == Topology(RACK, True)
+    assert first.decision == Verdict.WAIT and first.topology == (Topology(RACK, True),)
     assert "no example.com/rack domain has room for the whole gang now" in first.reason
     assert "has room for 2 of 4 members" in first.reason
     state.delete_pod("uid-etl-c")
@@ -340,8 +340,8 @@ def test_simulate_and_the_podgroup_show_the_topology_and_the_domain(free_rack: b
     result = report(cycle, ungated, podgroups)
     [gang] = result["gangs"]
     [group] = result["podgroups"]
-    assert gang["topology"] == {"key": RACK, "required": True}
-    assert group["status"]["topology"]["key"] == RACK and group["status"]["topology"]["mode"] == "Required"
+    assert gang["topology"] == [{"key": RACK, "mode": "Required"}]
+    assert group["status"]["topology"]["requests"] == [{"key": RACK, "mode": "Required"}]
     if free_rack:
         assert gang["decision"] == "release" and gang["domains"] == ["r2"]
         assert group["status"]["topology"]["domains"] == ["r2"]

@@ -95,6 +95,20 @@ class WorkloadAdapter(ABC):
     # The fields of the root's ``spec`` this adapter reads (a TypedDict built from gang/shapes.py): the owner cache
     # decodes objects of its kind with only these (gang/slim.py). None: it reads no spec field.
     spec_shape: type | None = None
+    # The pod label naming a member's role (as expected members name theirs), for per-role topology requests
+    # (``kubenexus.io/topology-required.<role>``); None: the kind has no roles.
+    role_label: str | None = None
+    # The pod labels that together name the child Job a member belongs to (JobSet's exclusive topology).
+    child_labels: tuple[str, ...] = ()
+
+    def role_of(self, labels: Mapping[str, str]) -> str:
+        """The member's role ("" when the kind has none or the pod does not say)."""
+        return str(labels.get(self.role_label) or "") if self.role_label else ""
+
+    def child_of(self, labels: Mapping[str, str]) -> str:
+        """The child Job the member belongs to ("" when the kind has none or the pod does not say)."""
+        parts = [str(labels.get(label) or "") for label in self.child_labels]
+        return "-".join(parts) if parts and all(parts) else ""
 
     @abstractmethod
     def membership(self, pod: Obj, chain: Chain) -> Membership:

@@ -30,6 +30,7 @@ from gang.shapes import JobTemplate
 GROUP = "jobset.x-k8s.io"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
+JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 
 
 class _ReplicatedJobShape(TypedDict, total=False):
@@ -88,6 +89,8 @@ def jobset_membership(pod: Obj, chain: Chain, jobset: Obj, group: str) -> Member
 class JobSetAdapter(WorkloadAdapter):
     kind = Kind(GROUP, "JobSet", "jobsets")
     spec_shape = _JobSetShape
+    role_label = REPLICATED_JOB_LABEL  # a replicated job's name (the role of its expected members)
+    child_labels = (REPLICATED_JOB_LABEL, JOB_INDEX_LABEL)  # one child Job: <replicated job>-<index>
 
     def pod_count(self, root: Obj) -> int | None:
         return jobset_pod_count(spec(root))

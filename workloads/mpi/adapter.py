@@ -49,6 +49,7 @@ class MPIJobV2Adapter(WorkloadAdapter):
     kind = Kind(GROUP, "MPIJob", "mpijobs")
     api_versions = ("v2beta1",)
     spec_shape = _MPIJobShape
+    role_label = ROLE_LABEL  # launcher, worker
 
     def pod_count(self, root: Obj) -> int | None:
         return as_int(_replica(spec(root), "Worker").get("replicas"), 0) + 1

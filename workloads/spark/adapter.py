@@ -151,6 +151,7 @@ class SparkApplicationAdapter(WorkloadAdapter):
     kind = Kind(GROUP, "SparkApplication", "sparkapplications")
     non_controller_owners = frozenset({(GROUP, "ScheduledSparkApplication")})
     spec_shape = _SparkShape
+    role_label = ROLE_LABEL  # driver, executor (the role of its expected executors)
 
     def membership(self, pod: Obj, chain: Chain) -> Membership:
         return spark_membership(pod, chain.root)

@@ -39,6 +39,8 @@ def replica_total(replica_specs: object) -> int:
 
 
 class TrainingJobAdapter(WorkloadAdapter):
+    role_label = "training.kubeflow.org/replica-type"  # lowercased by training-operator: master, worker, ps, ...
+
     def __init__(self, kind: str, plural: str, replica_field: str, api_versions: tuple[str, ...] | None = None):
         self.kind = Kind(GROUP, kind, plural)
         self.replica_field = replica_field

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from gang.adapters.base import Chain, Membership, Obj, WorkloadAdapter, name_of, not_member
 from gang.kinds import Kind
-from workloads.jobset.adapter import GROUP, jobset_membership
+from workloads.jobset.adapter import GROUP, REPLICATED_JOB_LABEL, jobset_membership
 
 
 class TrainJobAdapter(WorkloadAdapter):
     """The opt-in is read on the TrainJob; the gang is computed from its JobSet."""
 
     kind = Kind("trainer.kubeflow.org", "TrainJob", "trainjobs")
+    role_label = REPLICATED_JOB_LABEL  # its JobSet's replicated jobs: node, initializer, ...
 
     def pod_count(self, root: Obj) -> int | None:
         return None  # the runtime decides the pods; validated against the JobSet at admission
