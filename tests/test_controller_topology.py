@@ -9,7 +9,6 @@ it (what the domain would have left in the gang's dominant resource, then the na
 from __future__ import annotations
 
 import datetime
-import itertools
 import json
 import random
 from collections.abc import Iterable, Mapping, Sequence
@@ -22,7 +21,16 @@ from controller.engine import Engine, GangDecision, Verdict
 from controller.planner import check_placement
 from controller.problem import Member, NodeFree, member_requests
 from controller.state import ClusterState
-from controller.topology import Topology, never_fits_in_domains, plan_in_domains, topology_of
+from controller.topology import (
+    Topology,
+    anchored,
+    never_fits_in_domains,
+    never_fits_request,
+    plan_in_domains,
+    plan_request,
+    request_of,
+    topology_of,
+)
 from gang import keys
 from gang.config import Config
 from gang.validate import check_root
@@ -52,13 +60,28 @@ def labels(zones: Mapping[str, str | None]) -> dict[str, str]:
 
 
 def valid_assignments(gang: Sequence[Member], nodes: Sequence[NodeFree]) -> list[dict[str, str]]:
-    """Every assignment of members to nodes that passes the independent checker."""
-    names = [n.name for n in nodes]
-    found = []
-    for choice in itertools.product(names, repeat=len(gang)):
-        placement = {m.name: where for m, where in zip(gang, choice, strict=True)}
-        if not check_placement(gang, nodes, placement):
-            found.append(placement)
+    """Every assignment of members to nodes within free capacity (plain backtracking, no pruning beyond capacity;
+    these members have no host ports or pins)."""
+    free = {n.name: dict(n.free) for n in nodes}
+    found: list[dict[str, str]] = []
+    current: dict[str, str] = {}
+
+    def place(i: int) -> None:
+        if i == len(gang):
+            found.append(dict(current))
+            return
+        requests = member_requests(gang[i])
+        for name in sorted(gang[i].nodes & free.keys()):
+            if all(free[name].get(r, Decimal(0)) >= v for r, v in requests.items()):
+                for r, v in requests.items():
+                    free[name][r] = free[name].get(r, Decimal(0)) - v
+                current[gang[i].name] = name
+                place(i + 1)
+                for r, v in requests.items():
+                    free[name][r] += v
+        current.pop(gang[i].name, None)
+
+    place(0)
     return found
 
 
@@ -209,6 +232,95 @@ def test_agrees_with_exhaustive_search() -> None:
     assert min(seen.values()) > 0, seen
 
 
+# --- per-role and exclusive requests: units -----------------------------------------------------------------------
+
+EXCLUSIVE = (Topology(ZONE, True, exclusive=True),)
+WORKERS = (Topology(ZONE, True, role="worker"),)
+
+
+def test_request_of_the_root_annotations() -> None:
+    assert request_of({keys.TOPOLOGY_REQUIRED: RACK, keys.JOBSET_EXCLUSIVE_TOPOLOGY: ZONE}) == (Topology(RACK, True),)
+    assert request_of({keys.JOBSET_EXCLUSIVE_TOPOLOGY: ZONE, f"{keys.TOPOLOGY_REQUIRED}.worker": RACK}) == (
+        Topology(ZONE, True, exclusive=True), Topology(RACK, True, role="worker"))
+    assert request_of({"other": "x"}) == ()
+
+
+def units_hold(placement: Mapping[str, str], zones: Mapping[str, str | None], units: Mapping[str, str],
+               exclusive: bool) -> bool:
+    """Each unit's members on one labelled domain; with ``exclusive``, no two units on one domain."""
+    domains: dict[str, set[str | None]] = {}
+    for name, unit in units.items():
+        domains.setdefault(unit, set()).add(zones[placement[name]])
+    if any(len(d) != 1 or None in d for d in domains.values()):
+        return False
+    chosen = [next(iter(d)) for d in domains.values()]
+    return not exclusive or len(set(chosen)) == len(chosen)
+
+
+def _units_case(rng: random.Random) -> tuple[list[Member], list[NodeFree], dict[str, str | None], dict[str, str]]:
+    nodes = [NodeFree(f"n{i}", {"cpu": Decimal(rng.randint(0, 6)), "pods": Decimal(rng.randint(1, 3))})
+             for i in range(rng.randint(1, 5))]
+    zones: dict[str, str | None] = {n.name: rng.choice(["z-a", "z-b", "z-c", None]) for n in nodes}
+    gang = members([rng.randint(1, 3) for _ in range(rng.randint(1, 5))], zones)
+    children = {m.name: f"job-{rng.randint(0, 2)}" for m in gang}
+    return gang, nodes, zones, children
+
+
+def test_exclusive_child_jobs_agree_with_exhaustive_search() -> None:
+    # Every member in a child Job, each child Job on a zone of its own: units alone, where the search is exact.
+    rng = random.Random(1414)
+    seen = {"fits": 0, "not yet": 0, "fits only sharing a zone": 0}
+    for _ in range(500):
+        gang, nodes, zones, children = _units_case(rng)
+        roles = {name: ("worker", child) for name, child in children.items()}
+        everything = valid_assignments(gang, nodes)
+        exists = any(units_hold(p, zones, children, exclusive=True) for p in everything)
+        found = plan_request(gang, nodes, lambda key: labels(zones), EXCLUSIVE, roles)
+        assert found.result.fits == exists, (gang, nodes, zones, children, found)
+        if exists:
+            assert units_hold(found.result.placement or {}, zones, children, exclusive=True)
+            assert not check_placement(gang, nodes, found.result.placement or {})
+        else:
+            assert found.result.shortfall
+        seen["fits" if exists else "not yet"] += 1
+        seen["fits only sharing a zone"] += not exists and any(units_hold(p, zones, children, False) for p in everything)
+        never = never_fits_request(gang, nodes, lambda key: labels(zones), EXCLUSIVE, roles)
+        assert never is None or not exists, never
+    assert min(seen.values()) > 0, seen
+
+
+def test_per_role_plans_are_sound_and_agree_where_the_role_alone_decides() -> None:
+    # Workers in one zone, the others anywhere: every plan is checked; with no other member the search is exact.
+    rng = random.Random(1415)
+    seen = {"fits": 0, "not yet": 0}
+    for _ in range(500):
+        gang, nodes, zones, _ = _units_case(rng)
+        workers = {m.name for m in gang if rng.random() < 0.7} or {gang[0].name}
+        roles = {m.name: ("worker" if m.name in workers else "master", "") for m in gang}
+        everything = valid_assignments(gang, nodes)
+        exists = any(units_hold(p, zones, dict.fromkeys(workers, "w"), False) for p in everything)
+        found = plan_request(gang, nodes, lambda key: labels(zones), WORKERS, roles)
+        if found.result.fits:
+            assert units_hold(found.result.placement or {}, zones, dict.fromkeys(workers, "w"), False)
+            assert not check_placement(gang, nodes, found.result.placement or {})
+        assert found.result.fits <= exists
+        if len(workers) == len(gang):
+            assert found.result.fits == exists
+        seen["fits" if found.result.fits else "not yet"] += 1
+    assert min(seen.values()) > 0, seen
+
+
+def test_members_of_a_started_gang_join_the_domain_of_their_unit() -> None:
+    zones = {"a1": "zone-a", "a2": "zone-a", "b1": "zone-b"}
+    gang = members([1, 1, 1], zones)
+    roles = {"m0": ("worker", ""), "m1": ("worker", ""), "m2": ("master", ""), "w-old": ("worker", "")}
+    kept = anchored(gang, WORKERS, roles, {"w-old": "a2"}, lambda key: labels(zones), zones)
+    assert [m.nodes for m in kept] == [frozenset({"a1", "a2"})] * 2 + [frozenset(zones)]
+    assert anchored(gang, (Topology(ZONE, True),), {}, {"m2": "b1"}, lambda key: labels(zones), zones)[0].nodes \
+        == frozenset({"b1"})
+    assert anchored(gang, (Topology(ZONE, False),), {}, {"m2": "b1"}, lambda key: labels(zones), zones) == gang
+
+
 # --- the engine, pass by pass ---------------------------------------------------------------------------------------
 
 T0 = datetime.datetime(2026, 11, 22, 10, 0, tzinfo=datetime.UTC)
@@ -349,3 +461,69 @@ def test_simulate_and_the_podgroup_show_the_topology_and_the_domain(free_rack: b
     else:
         assert gang["decision"] == "wait" and "has room for 2 of 4 members" in gang["reason"]
         assert "domains" not in group["status"]["topology"]
+
+
+def kind_member(name: str, cpu: str, group: str, size: int, owner: str, labels: Mapping[str, str]) -> dict[str, Any]:
+    """A gated member of a root of ``owner`` (``<group>/<version>/<kind>/<name>``) with its operator's labels."""
+    obj = member(name, cpu, group, size, gated=True)
+    obj["metadata"]["labels"].update(labels)
+    obj["metadata"]["annotations"][keys.OWNER_ANNOTATION] = owner
+    return obj
+
+
+def test_only_the_workers_of_a_pytorchjob_share_a_rack() -> None:
+    # r1: a (8 cpu), r2: b (8 cpu). Master (4 cpu) + 2 workers (4 cpu): workers need one rack (8 cpu holds both),
+    # so the master goes to the other rack; a whole-gang request (12 cpu) would wait.
+    state, engine = cluster({"r1": ["a"], "r2": ["b"]}, {"train": {f"{keys.TOPOLOGY_REQUIRED}.worker": RACK}})
+    owner = "kubeflow.org/v1/PyTorchJob/train"
+    state.upsert_pod(kind_member("train-master-0", "4", "train", 3, owner,
+                                 {"training.kubeflow.org/replica-type": "master"}), NOW)
+    for i in range(2):
+        state.upsert_pod(kind_member(f"train-worker-{i}", "4", "train", 3, owner,
+                                     {"training.kubeflow.org/replica-type": "worker"}), NOW)
+    decided = passes(engine)["train"]
+    assert decided.decision == Verdict.RELEASE and decided.topology == (Topology(RACK, True, role="worker"),)
+    workers = {decided.plan["train-worker-0"], decided.plan["train-worker-1"]}
+    assert len(workers) == 1 and decided.plan["train-master-0"] not in workers
+
+
+def test_jobset_child_jobs_take_racks_of_their_own() -> None:
+    # Three racks of one 8-cpu node; two child Jobs of 2 x 2 cpu: each fits any rack, and they must not share one;
+    # the tightest racks first, by name: r1 and r2 (r3 has room for both, but exclusive).
+    state, engine = cluster({"r1": ["a"], "r2": ["b"], "r3": ["c"]}, {"js": {keys.JOBSET_EXCLUSIVE_TOPOLOGY: RACK}})
+    owner = "jobset.x-k8s.io/v1alpha2/JobSet/js"
+    for job in range(2):
+        for i in range(2):
+            state.upsert_pod(kind_member(f"js-w-{job}-{i}", "2", "js", 4, owner, {
+                "jobset.sigs.k8s.io/replicatedjob-name": "w", "jobset.sigs.k8s.io/job-index": str(job)}), NOW)
+    decided = passes(engine)["js"]
+    assert decided.decision == Verdict.RELEASE and decided.domains == ("r1", "r2")
+    racks = [{decided.plan[f"js-w-{job}-{i}"] for i in range(2)} for job in range(2)]
+    assert all(len(r) == 1 for r in racks) and racks[0] != racks[1]
+
+
+def test_more_child_jobs_than_racks_never_fits() -> None:
+    state, engine = cluster({"r1": ["a"], "r2": ["b"]}, {"js": {keys.JOBSET_EXCLUSIVE_TOPOLOGY: RACK}})
+    owner = "jobset.x-k8s.io/v1alpha2/JobSet/js"
+    for job in range(3):
+        state.upsert_pod(kind_member(f"js-w-{job}-0", "1", "js", 3, owner, {
+            "jobset.sigs.k8s.io/replicatedjob-name": "w", "jobset.sigs.k8s.io/job-index": str(job)}), NOW)
+    decided = passes(engine)["js"]
+    assert decided.decision == Verdict.NEVER_FITS and "3 child Jobs each need" in decided.reason
+
+
+def test_spark_executors_expected_later_share_a_rack_the_driver_need_not() -> None:
+    # Free: a 8 - 6 = 2 (r1), b 8 - 7 = 1 and c 8 (r2). The 2 expected executors (4 cpu each) must share a rack:
+    # only c holds both (r1 has 2 cpu, b 1). The driver (2 cpu, free to go anywhere) then fits only on a.
+    state, engine = cluster({"r1": ["a"], "r2": ["b", "c"]}, {"spark": {f"{keys.TOPOLOGY_REQUIRED}.executor": RACK}})
+    busy(state, "etl-a", "6", "a")
+    busy(state, "etl-b", "7", "b")
+    driver = kind_member("spark-driver", "2", "spark", 3, "sparkoperator.k8s.io/v1beta2/SparkApplication/spark",
+                         {"spark-role": "driver"})
+    driver["metadata"]["annotations"][EXPECTED] = json.dumps(
+        [{"role": "executor", "count": 2, "requests": {"cpu": "4"}}])
+    state.upsert_pod(driver, NOW)
+    decided = passes(engine)["spark"]
+    assert decided.decision == Verdict.RELEASE, decided.reason
+    assert decided.plan["spark-driver"] == "a"
+    assert {node for name, node in decided.plan.items() if name.startswith("executor")} == {"c"}
