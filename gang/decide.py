@@ -110,13 +110,21 @@ class _Decider:
         return Decision(Action.UNRESOLVED, tuple(self.reasons), tuple(self.warnings), unresolved=reason[:1024])
 
     def _topology(self, root_annotations: Mapping[str, Any]) -> None:
-        """The root's topology request, for ``explain``: the gate controller plans the gang inside its domains."""
+        """The root's topology requests, for ``explain``: the gate controller plans the gang inside their domains."""
         for key, how in ((keys.TOPOLOGY_REQUIRED, "in one domain"), (keys.TOPOLOGY_PREFERRED, "in as few domains as "
                                                                     "possible, else anywhere")):
             value = root_annotations.get(key)
             if isinstance(value, str) and value:
                 self.reasons.append(f"topology ({key}): every member {how} of node label {value}")
                 return
+        value = root_annotations.get(keys.JOBSET_EXCLUSIVE_TOPOLOGY)
+        if isinstance(value, str) and value:
+            self.reasons.append(f"topology ({keys.JOBSET_EXCLUSIVE_TOPOLOGY}): each child Job in a domain of node "
+                                f"label {value} of its own")
+        for key, value in sorted(root_annotations.items()):
+            role = key.removeprefix(keys.TOPOLOGY_REQUIRED_ROLE_PREFIX)
+            if role != key and isinstance(value, str) and value:
+                self.reasons.append(f"topology ({key}): the {role} members in one domain of node label {value}")
 
     def gang(self, membership: Membership, root: Obj | None, pod_group: bool = False) -> Decision:
         override = None

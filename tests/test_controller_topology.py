@@ -13,9 +13,11 @@ import json
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from controller.engine import Engine, GangDecision, Verdict
 from controller.planner import check_placement
@@ -34,6 +36,7 @@ from controller.topology import (
 from gang import keys
 from gang.config import Config
 from gang.validate import check_root
+from kubenexus.explain import explain
 from kubenexus.simulate import _text, report, simulate_podgroups
 from tests.support.contract import EXPECTED, GROUP, MIN, OWNER_UID
 from tests.support.state_objects import node, pod
@@ -185,12 +188,24 @@ def test_topology_of_the_root_annotations() -> None:
     ({keys.TOPOLOGY_PREFERRED: "-x.example.com/rack"}, "is not a node label key"),
     ({keys.TOPOLOGY_PREFERRED: "x" * 64}, "is not a node label key"),
     ({keys.TOPOLOGY_REQUIRED: ZONE, keys.TOPOLOGY_PREFERRED: RACK}, "not both"),
+    ({f"{keys.TOPOLOGY_REQUIRED}.worker": RACK, f"{keys.TOPOLOGY_REQUIRED}.master": ZONE}, ""),
+    ({f"{keys.TOPOLOGY_REQUIRED}.worker": "bad key"}, "is not a node label key"),
+    ({f"{keys.TOPOLOGY_REQUIRED}.": RACK}, "is not a role name"),
+    ({f"{keys.TOPOLOGY_REQUIRED}.worker": RACK, keys.TOPOLOGY_REQUIRED: ZONE}, "set one or the other"),
+    ({f"{keys.TOPOLOGY_PREFERRED}.worker": RACK}, "unknown KubeNexus annotation"),
 ])
 def test_the_annotations_are_validated_at_apply_time(notes: dict[str, str], denied: str) -> None:
     root = {"metadata": {"name": "train", "annotations": notes},
             "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 4}}}}
     message = check_root(root, None, "kubeflow.org/v1", "PyTorchJob")
     assert (message is None) if not denied else (message is not None and denied in message), message
+
+
+def test_per_role_requests_need_a_kind_with_roles() -> None:
+    job = {"metadata": {"name": "j", "annotations": {f"{keys.TOPOLOGY_REQUIRED}.worker": RACK}},
+           "spec": {"parallelism": 2, "completions": 2}}
+    message = check_root(job, None, "batch/v1", "Job")
+    assert message is not None and "have no roles" in message
 
 
 # --- cross-check against exhaustive search ------------------------------------------------------------------------
@@ -534,3 +549,14 @@ def test_spark_executors_expected_later_share_a_rack_the_driver_need_not() -> No
     assert decided.decision == Verdict.RELEASE, decided.reason
     assert decided.plan["spark-driver"] == "a"
     assert {node for name, node in decided.plan.items() if name.startswith("executor")} == {"c"}
+
+
+def test_explain_shows_the_topology_request() -> None:
+    examples = Path(__file__).resolve().parent.parent / "workloads" / "training" / "examples"
+    pod = yaml.safe_load((examples / "pytorch-worker.yaml").read_text())
+    objects = [o for o in yaml.safe_load_all((examples / "pytorch-objects.yaml").read_text()) if o]
+    root = next(o for o in objects if o["kind"] == "PyTorchJob")
+    root["metadata"].setdefault("annotations", {})[f"{keys.TOPOLOGY_REQUIRED}.worker"] = RACK
+    reasons = explain(pod, objects, None)["reasons"]
+    assert f"topology ({keys.TOPOLOGY_REQUIRED}.worker): the worker members in one domain of node label {RACK}" \
+        in reasons, reasons
