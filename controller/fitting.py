@@ -20,6 +20,8 @@ from controller.state import ClusterState
 from controller.topology import Request, TopologyPlan, anchored, domains_used, plan_request
 from gang.resources import Resources
 
+_NO_PORTS: frozenset[HostPort] = frozenset()
+
 
 def usable(members: Sequence[Member]) -> list[str]:
     """Every node some member may use, by name."""
@@ -33,6 +35,7 @@ class Fitting:
         self.state = state
         self.feasibility = feasibility
         self.rooms = rooms
+        self._now: dict[str, NodeFree] = {}  # per node, the state's free capacity (see ``_free_now``)
 
     # --- members ---------------------------------------------------------------------------------------
 
@@ -118,12 +121,28 @@ class Fitting:
         if request[0].whole:
             label = labeller(request[0].key)
             names = [name for name in names if name in label]
-        found = plan_request(members, self.nodes(gang, names, held, limits), labeller, request,
-                             {} if request[0].whole else self.roles(gang))
+        found = plan_request(members, self._free_now(names), labeller, request,
+                             {} if request[0].whole else self.roles(gang),
+                             view=lambda nodes: self.nodes(gang, [node.name for node in nodes], held, limits))
         if not found.fallback:
             return found
         anywhere = self.plan_guided(members, shapes, gang, held, limits)
         return TopologyPlan(anywhere, domains_used(anywhere.placement or {}, labeller(request[0].key)))
+
+    def _free_now(self, names: Sequence[str]) -> list[NodeFree]:
+        """The nodes with the state's free capacity, for a topology's sums and order. Kept per node: the state
+        updates its dicts in place, so a node is wrapped again only when its dict is replaced."""
+        state, kept = self.state, self._now
+        if len(kept) > 2 * len(state.nodes) + 64:
+            kept.clear()
+        result = []
+        for name in names:
+            free = state.free(name)
+            node = kept.get(name)
+            if node is None or node.free is not free:
+                node = kept[name] = NodeFree(name, free, _NO_PORTS)  # the state's own dict: only read
+            result.append(node)
+        return result
 
     def anchored(self, members: Sequence[Member], gang: Gang, request: Request) -> list[Member]:
         """``anchored``: members of a started gang only on the domain their unit runs in."""

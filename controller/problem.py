@@ -185,7 +185,8 @@ def build(members: Sequence[Member], nodes: Sequence[NodeFree]) -> Problem:
         groups.setdefault(key, []).append(member)
         requests[key] = wanted
     by_name = {node.name: node for node in nodes}
-    usable = sorted(set().union(*(key[1] for key in groups)) & by_name.keys()) if groups else []
+    allowed_sets = {key[1] for key in groups}
+    usable = sorted(_within(allowed_sets, by_name.keys()))
     index = {name: i for i, name in enumerate(usable)}
     resources = sorted({resource for wanted in requests.values() for resource in wanted})
     columns = [[by_name[name].free.get(r, 0) for name in usable] for r in resources]
@@ -200,7 +201,7 @@ def build(members: Sequence[Member], nodes: Sequence[NodeFree]) -> Problem:
         MemberClass(names=sorted(m.name for m in group), requests=requests[key],
                     need=[(position[r], _units(v, exponents[position[r]])) for r, v in key[0]],
                     dense=[_units(requests[key].get(r, 0), e) for r, e in zip(resources, exponents, strict=True)],
-                    ports=key[2], eligible=sorted(index[n] for n in key[1] if n in index), pinned=key[3],
+                    ports=key[2], eligible=sorted(index[n] for n in _within({key[1]}, index.keys())), pinned=key[3],
                     count=len(group), no_node="" if key[1] else no_node_of(min(group, key=lambda m: m.name)))
         for key, group in groups.items()
     ]
@@ -215,6 +216,14 @@ def build(members: Sequence[Member], nodes: Sequence[NodeFree]) -> Problem:
     smallest = [smallest_of[tuple(found)] for found in node_classes]
     return Problem(resources, exponents, usable, free, ports, classes, node_classes, smallest, signature,
                    len(members), len(nodes))
+
+
+def _within(sets: AbstractSet[frozenset[str]], names: AbstractSet[str]) -> AbstractSet[str]:
+    """The names in some of ``sets``, walking the smaller side: members may allow every node of a big cluster while
+    a plan is asked over a few of them (one topology domain)."""
+    if sum(len(allowed) for allowed in sets) <= len(names):
+        return set().union(*sets) & names
+    return {name for name in names if any(name in allowed for allowed in sets)}
 
 
 def _scaled(column: list[Decimal | int], exponent: int) -> list[int]:

@@ -1,9 +1,12 @@
-"""Topology-aware gangs: the whole gang inside one domain (nodes sharing one value of a label) when its root asks.
+"""Topology-aware gangs: the gang (or each of its units) inside one domain (nodes sharing one value of a label).
 
 A root annotated ``kubenexus.io/topology-required: <label key>`` is released only with a witness plan inside one
 domain of that label; ``kubenexus.io/topology-preferred`` asks for as few domains as possible and falls back to any
-placement rather than waiting. Nodes without the label are in no domain. Pure: the planner (``planner.plan``,
-``planner.never_fits``) does the packing, this module only chooses which nodes it may use and words the outcome.
+placement rather than waiting. ``kubenexus.io/topology-required.<role>`` binds only the members of one role, and
+JobSet's ``alpha.jobset.sigs.k8s.io/exclusive-topology`` each child Job to a domain of its own: those are units,
+planned one after the other inside their domains (``plan_request``). Nodes without the label are in no domain.
+Pure: the planner (``planner.plan``, ``planner.never_fits``) does the packing, this module only chooses which
+nodes it may use and words the outcome.
 
 Which domain: the tightest that fits, so that big domains stay free for big gangs. Tightness is the free capacity
 a domain would have left in the gang's dominant resource (the one it needs most of, as a share of the candidate
@@ -14,6 +17,7 @@ one's shortfall (planning every domain of a big cluster for every waiting gang w
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
@@ -25,6 +29,9 @@ from gang import keys
 
 _ZERO = Decimal(0)
 Solve = Callable[[Sequence[Member], Sequence[NodeFree]], PlanResult]
+# The gang's own view of some nodes (less room held for other gangs, nominated pods, a starving gang's limits), to
+# plan on; the nodes handed in are read for sums and order only. Identity by default.
+View = Callable[[Sequence[NodeFree]], Sequence[NodeFree]]
 _PREFERRED_WIDENINGS = 3  # multi-domain attempts of a preferred gang before any placement
 _SHORTFALL_DOMAINS = 3  # the largest domains planned to word a required gang's "not yet"
 
@@ -101,6 +108,10 @@ class TopologyPlan:
     fallback: bool = False
 
 
+def _same(nodes: Sequence[NodeFree]) -> Sequence[NodeFree]:
+    return nodes
+
+
 def domains_of(nodes: Sequence[NodeFree], label: Labels) -> dict[str, list[NodeFree]]:
     """The nodes of each domain, by domain name; nodes without the label are in none."""
     found: dict[str, list[NodeFree]] = {}
@@ -112,25 +123,28 @@ def domains_of(nodes: Sequence[NodeFree], label: Labels) -> dict[str, list[NodeF
 
 
 def plan_in_domains(members: Sequence[Member], nodes: Sequence[NodeFree], label: Labels, topology: Topology,
-                    solve: Solve = plan) -> TopologyPlan:
+                    solve: Solve = plan, view: View | None = None) -> TopologyPlan:
     """A plan within one domain (the tightest that fits); for a preferred gang, else within the fewest of the
     largest domains tried, else ``fallback``. A required gang's "not yet" names the best domain's shortfall.
 
-    The planner only uses the nodes it is given, so members need not be cut down to a domain's nodes."""
+    Sums and order come from ``nodes``, each plan is made on ``view`` of a domain's nodes (a big cluster's nodes
+    are not all seen as the gang sees them for every gang). The planner only uses the nodes it is given, so members
+    need not be cut down to a domain's nodes."""
+    seen: View = view or _same
     domains = _Domains(members, domains_of(nodes, label))
     order = domains.tightest_first()
     for name in order:
         if domains.holds(name):
-            found = solve(members, domains.nodes[name])
+            found = solve(members, seen(domains.nodes[name]))
             if found.fits:
                 return TopologyPlan(found, (name,))
     if not topology.required:
-        return _widened(members, domains, solve)
+        return _widened(members, domains, lambda chosen, nodes: solve(chosen, seen(nodes)))
     if not domains.nodes:
         return TopologyPlan(PlanResult(None, 0, _no_domain(members, topology)))
     best_name, best = "", PlanResult(None, -1, "")
     for name in sorted(domains.largest_first()[:_SHORTFALL_DOMAINS], key=order.index):
-        found = solve(members, domains.nodes[name])
+        found = solve(members, seen(domains.nodes[name]))
         if found.placed_max > best.placed_max:
             best_name, best = name, found
     count = len(domains.nodes)
@@ -202,15 +216,18 @@ def units_of(members: Sequence[Member], request: Request, roles: Roles) -> tuple
 
 
 def plan_request(members: Sequence[Member], nodes: Sequence[NodeFree], labeller: Labeller, request: Request,
-                 roles: Roles, solve: Solve = plan, budget: int = 64) -> TopologyPlan:
+                 roles: Roles, solve: Solve = plan, budget: int = 64, view: View | None = None) -> TopologyPlan:
     """A plan honouring every topology of ``request``: a whole-gang one by ``plan_in_domains``; units by a search
     over each unit's domains (tightest first; exclusive units on distinct domains), each unit planned inside its
     domain on what the units before it left, then the free members anywhere. ``budget`` bounds the plans tried.
 
     Exact for units alone (distinct domains do not interact); with free members it may miss a plan where another
-    placement of a unit inside the same domain would have left them room (then "not yet", never a wrong plan)."""
+    placement of a unit inside the same domain would have left them room (then "not yet", never a wrong plan).
+    ``view``: as for ``plan_in_domains`` (units are planned on the view of every node, each taking from the next)."""
     if len(request) == 1 and request[0].whole:
-        return plan_in_domains(members, nodes, labeller(request[0].key), request[0], solve)
+        return plan_in_domains(members, nodes, labeller(request[0].key), request[0], solve, view)
+    if view is not None:
+        nodes = view(nodes)
     units, free = units_of(members, request, roles)
     labels = {t.key: labeller(t.key) for t in request}
     search = _UnitSearch(units, free, nodes, labels, solve, budget)
@@ -354,15 +371,22 @@ class _Domains:
 
     def __init__(self, members: Sequence[Member], domains: Mapping[str, list[NodeFree]]) -> None:
         self.demand = _demand(members)
+        memo: dict[int, tuple[Mapping[str, Decimal], dict[str, Decimal]]] = {}
+        self.shapes = Counter(tuple(sorted(member_requests(m, memo).items())) for m in members)
         self.nodes: dict[str, list[NodeFree]] = {}
         self.totals: dict[str, dict[str, Decimal]] = {}
         pinned = {m.pinned for m in members if m.pinned is not None}
         sets = {m.nodes for m in members if m.pinned is None}  # interned: mostly one per placement key
+        resources = list(self.demand)
         for name, nodes in domains.items():
-            names = {node.name for node in nodes}
-            if pinned <= names and all(not allowed.isdisjoint(names) for allowed in sets):
-                self.nodes[name] = nodes
-                self.totals[name] = {r: _free(nodes, r) for r in self.demand}
+            if pinned and not pinned <= {node.name for node in nodes}:
+                continue
+            if not all(any(node.name in allowed for node in nodes) for allowed in sets):
+                continue
+            self.nodes[name] = nodes
+            totals = self.totals[name] = dict.fromkeys(resources, _ZERO)
+            for resource in resources:
+                totals[resource] = sum([node.free.get(resource, _ZERO) for node in nodes], _ZERO)
         self.dominant = self._dominant()
 
     def _dominant(self) -> str:
@@ -378,8 +402,11 @@ class _Domains:
         return self.totals[name][self.dominant] - self.demand[self.dominant] if self.dominant else Decimal(0)
 
     def holds(self, name: str) -> bool:
-        """The domain's sums hold the gang (necessary, not sufficient)."""
-        return all(self.totals[name][r] >= value for r, value in self.demand.items())
+        """The domain's sums hold the gang, and its nodes have room for each shape of member counted alone
+        (necessary, not sufficient; sufficient for a gang of identical members without host ports)."""
+        if not all(self.totals[name][r] >= value for r, value in self.demand.items()):
+            return False
+        return all(_slots(self.nodes[name], requests, count) >= count for requests, count in self.shapes.items())
 
     def tightest_first(self) -> list[str]:
         return sorted(self.nodes, key=lambda name: (self.left(name), name))
@@ -412,6 +439,17 @@ def _demand(members: Sequence[Member]) -> dict[str, Decimal]:
     for member in members:
         for resource, value in member_requests(member, memo).items():
             total[resource] = total.get(resource, Decimal(0)) + value
+    return total
+
+
+def _slots(nodes: Sequence[NodeFree], requests: tuple[tuple[str, Decimal], ...], enough: int) -> int:
+    """How many members of ``requests`` the nodes could take, each node alone (counting stops at ``enough``)."""
+    total = 0
+    for node in nodes:
+        free = node.free
+        total += min(int(free.get(r, _ZERO) // q) for r, q in requests)
+        if total >= enough:
+            break
     return total
 
 
