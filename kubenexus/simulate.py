@@ -140,7 +140,8 @@ def _podgroup(want: Desired, roots: MemorySource, now: float) -> Obj:
 def report(cycle: Cycle, ungated: list[Obj], podgroups: list[Obj] | None = None) -> Obj:
     gangs = [{"namespace": d.key[0], "name": d.key[1], "decision": d.decision, "reason": d.reason,
               "plan": dict(sorted(d.plan.items())), "released": sorted(d.released),
-              "topology": described(d.topology), "domains": list(d.domains)}
+              # only for gangs whose root asks for a topology
+              **({"topology": described(d.topology), "domains": list(d.domains)} if d.topology else {})}
              for d in sorted(cycle.gangs, key=lambda d: (d.key[0], d.key[1], d.key[2]))]
     deleted = [{"namespace": e.key[0], "gang": e.key[1], "whole_gang": e.whole_gang, "reason": e.reason,
                 "message": e.message, "pods": sorted(p.name for p in e.pods)}
@@ -155,7 +156,7 @@ def _text(result: Obj) -> str:
     lines = []
     groups = {(g["metadata"]["namespace"], g["metadata"]["name"]): g for g in result.get("podgroups") or []}
     for gang in result["gangs"]:
-        where = f" [{', '.join(gang['domains'])}]" if gang["domains"] else ""
+        where = f" [{', '.join(gang['domains'])}]" if gang.get("domains") else ""
         lines.append(f"{gang['namespace']}/{gang['name']}: {gang['decision']}{where} — {gang['reason']}")
         for pod, node in gang["plan"].items():
             lines.append(f"    {pod} → {node or '(unpinned)'}")
