@@ -1,7 +1,8 @@
 """Prometheus metrics of the webhook, correct under several gunicorn workers.
 
 With ``PROMETHEUS_MULTIPROC_DIR`` set (``kubenexus webhook`` sets it before the workers
-start), every worker writes its samples to that directory and ``/metrics`` aggregates them.
+start, and before this module is imported), every worker writes its samples to that directory
+and ``/metrics`` aggregates them.
 """
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ from prometheus_client import (
     Histogram,
     generate_latest,
     multiprocess,
+    values,
 )
+
+# prometheus_client chooses where samples live when it is first imported, from the environment then. Whatever
+# imported it first in this process (another part of the CLI) may have come before the directory was chosen: its
+# samples would stay in this process's memory while /metrics reads the (empty) directory. Choose again here,
+# before any of the metrics below exists.
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR") and not values.ValueClass._multiprocess:
+    values.ValueClass = values.MultiProcessValue()
 
 REQUESTS = Counter("kubenexus_webhook_requests_total", "Admission requests by endpoint and result",
                    ["endpoint", "result"])
