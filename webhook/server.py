@@ -201,7 +201,7 @@ def _child_exit(server: Any, worker: Any) -> None:
 
 def gunicorn_options(config: Config, bind: str) -> dict[str, Any]:
     """The shipped gunicorn settings (also used by the benchmark)."""
-    from webhook.worker import worker_class
+    from webhook.worker import QuietAccessLogger, worker_class
 
     cert, key = cert_paths(config)
     return {
@@ -218,6 +218,7 @@ def gunicorn_options(config: Config, bind: str) -> dict[str, Any]:
         "timeout": 30,
         "graceful_timeout": 25,
         "accesslog": None,
+        "logger_class": QuietAccessLogger,
         "child_exit": _child_exit,
         "post_worker_init": _start_ensure_loop(config),
         "logconfig_dict": {
