@@ -7,7 +7,6 @@ loopback, registered by URL with its CA bundle.
 from __future__ import annotations
 
 import http.client
-import os
 import socket
 import ssl
 import subprocess
@@ -44,7 +43,7 @@ class LocalWebhook:
         self._log = open(self.log_path, "w")  # noqa: SIM115 (closed in stop())
         self.process = subprocess.Popen(
             [KUBENEXUS, "webhook", "--config", str(self.config_path), "--bind", f"127.0.0.1:{self.port}"],
-            stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": ""})
+            stdout=self._log, stderr=subprocess.STDOUT)
         self.context = ssl.create_default_context(cafile=certs.ca_cert)
         self.url = f"https://127.0.0.1:{self.port}"
 

@@ -536,7 +536,7 @@ class SelfManagedWebhook(LocalWebhook):
         self._log = open(self.log_path, "w")  # noqa: SIM115 (closed in stop())
         self.process = subprocess.Popen(
             [KUBENEXUS, "webhook", "--config", str(self.config_path), "--bind", f"127.0.0.1:{self.port}"],
-            stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": ""})
+            stdout=self._log, stderr=subprocess.STDOUT)
         self.wait_ready()
 
     def stop(self) -> None:

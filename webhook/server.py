@@ -22,6 +22,7 @@ renewed certificate is served from the next connection on, without a restart, in
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import ssl
@@ -121,7 +122,11 @@ def build_app(config: Config) -> Any:
     source = CachedSource(api, config.owner_cache_ttl_seconds, config.owner_cache_max_entries,
                           config.owner_cache_max_bytes, on_size=record_cache_size)
     apiserver = ApiserverWatch(api.ping, lambda up: APISERVER_REACHABLE.set(1 if up else 0)).start()
-    return create_app(config, source, Readiness(config, apiserver))
+    app = create_app(config, source, Readiness(config, apiserver))
+    # What is loaded by now (modules, the app, the API client) lives as long as the worker: out of the collector's
+    # sight, its full passes walk only what requests leave behind.
+    gc.freeze()
+    return app
 
 
 def _tls_context(conf: Any, factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
