@@ -18,6 +18,7 @@ test:
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 	$(BIN)/python bench/admission_bench.py --smoke
+	$(BIN)/python bench/webhook_floor_bench.py --smoke
 	$(BIN)/python bench/cluster_bench.py --smoke
 	$(BIN)/python bench/controller_bench.py --smoke
 	$(BIN)/python bench/owner_cache_bench.py --smoke
@@ -28,6 +29,7 @@ test-unit: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/admission_bench.py
+	$(BIN)/python bench/webhook_floor_bench.py
 	$(BIN)/python bench/cluster_bench.py
 	$(BIN)/python bench/controller_bench.py
 	$(BIN)/python bench/owner_cache_bench.py

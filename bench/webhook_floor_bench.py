@@ -10,7 +10,8 @@ does hits both alike:
 
 - ``wrk`` (closed loop, TLS keep-alive) at 4 and 16 connections: throughput;
 - ``hey`` at a fixed 200 requests/s over 4 kept-alive connections: p50 (the client's own overhead included);
-- ``wrk`` on the webhook alone for 60 s in 10 s slices: the last slice against the first.
+- ``wrk`` on the webhook alone for 60 s (16 connections), answers counted per second: the median of the last
+  10 s against that of the first 10 s.
 
 Goals, as ratios to the floor measured in the same run: throughput >= 0.8x at 4 and 16 connections, p50 at
 200 requests/s <= 1.2x, the last 10 s of a 60 s run within 10 % of the first, and no error (non-2xx answer or
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import copy
 import http.client
 import json
 import os
@@ -55,6 +55,7 @@ FLOOR = ROOT / "bench" / "floor"
 SHIPPED_CONFIG = ROOT / "deploy" / "base" / "config.yaml"
 WEBHOOK_IDENTITY = "system:serviceaccount:kubenexus-system:kubenexus-webhook"
 INSTALL = "apt-get install wrk hey  (Debian/Ubuntu packages `wrk` and `hey`)"
+WARM_UP_REQUESTS = 21  # the driver, then executors on new connections
 GOALS = {"throughput_ratio": 0.8, "p50_ratio": 1.2, "drift": 0.10}
 
 
@@ -235,6 +236,27 @@ def wrk(url: str, body_file: Path, connections: int, seconds: int) -> dict[str, 
     return parse_wrk(out.stdout)
 
 
+def wrk_timeline(url: str, body_file: Path, connections: int, seconds: int) -> dict[str, Any]:
+    """One continuous wrk run; answers per whole second of it (the first and last seconds are partial: left out)."""
+    out = subprocess.run(["wrk", "-t", str(min(connections, 2)), "-c", str(connections), "-d", f"{seconds}s",
+                          "-s", str(FLOOR / "timeline.lua"), url], env={**os.environ, "BODY": str(body_file)},
+                         capture_output=True, text=True, timeout=seconds + 60)
+    if out.returncode != 0:
+        raise RuntimeError(f"wrk failed: {out.stderr}{out.stdout}")
+    counts = {int(second): int(n) for second, n in re.findall(r"^second ([0-9]+) ([0-9]+)$", out.stdout, re.M)}
+    if len(counts) < 3:
+        raise RuntimeError(f"wrk reported no timeline:\n{out.stdout}")
+    first, last = min(counts), max(counts)
+    return {**parse_wrk(out.stdout), "per_second": [counts.get(s, 0) for s in range(first + 1, last)]}
+
+
+def drift(per_second: list[int]) -> float:
+    """The median rate of the last 10 s over that of the first 10 s (medians: a second lost to another process on
+    the machine is not a trend)."""
+    window = max(1, min(10, len(per_second) // 2))
+    return statistics.median(per_second[-window:]) / max(statistics.median(per_second[:window]), 1)
+
+
 def parse_hey_csv(output: str, sent: int) -> dict[str, float]:
     """p50 and errors from hey's CSV (one row per answered request; requests with a socket error have none)."""
     latencies, non_2xx = [], 0
@@ -278,7 +300,7 @@ def warm_up(webhook: Server, floor: Server, context: ssl.SSLContext, driver: dic
     answer = _checked(*webhook.request(context, "POST", "/mutate", review_body(driver, namespace))[:2], "driver")
     assert answer["allowed"] and "patch" in answer, answer
     body = review_body(executor, namespace)
-    for _ in range(20):  # both workers' caches (connections land on either)
+    for _ in range(WARM_UP_REQUESTS - 1):  # both workers' caches (connections land on either)
         answer = _checked(*webhook.request(context, "POST", "/mutate", body)[:2], "executor")
         patch = json.loads(base64.b64decode(answer["patch"]))
         group = [op for op in patch if op["path"].endswith(keys.POD_GROUP_LABEL.replace("/", "~1"))]
@@ -318,11 +340,34 @@ def measure(webhook: Server, floor: Server, body_file: Path, rounds: int, second
         for c in (4, 16)}
     ratios["p50_at_200"] = spread([w["p50_ms"] / f["p50_ms"]
                                    for w, f in zip(runs["webhook_hey200"], runs["floor_hey200"], strict=True)])
-    slices = [wrk(webhook.url + "/mutate", body_file, 16, max(1, drift_seconds // 6)) for _ in range(6)]
+    timeline = wrk_timeline(webhook.url + "/mutate", body_file, 16, drift_seconds)
     return {"runs": runs, "ratios": ratios,
-            "drift": {"slices_rate_per_s": [s["rate_per_s"] for s in slices],
-                      "last_over_first": slices[-1]["rate_per_s"] / slices[0]["rate_per_s"],
-                      "errors": sum(s["errors"] for s in slices)}}
+            "drift": {"per_second": timeline["per_second"], "last_over_first": drift(timeline["per_second"]),
+                      "requests": timeline["requests"], "errors": timeline["errors"]}}
+
+
+def summary(result: dict[str, Any]) -> str:
+    """The figures as the README shows them: medians of the interleaved runs, the ratios' medians and spread."""
+    runs, ratios = result["runs"], result["ratios"]
+    lines = []
+    for c in (4, 16):
+        webhook = statistics.median(r["rate_per_s"] for r in runs[f"webhook_wrk{c}"])
+        floor = statistics.median(r["rate_per_s"] for r in runs[f"floor_wrk{c}"])
+        ratio = ratios[f"throughput_{c}"]
+        lines.append(f"wrk {c:>2} connections: webhook {webhook:,.0f} req/s, floor {floor:,.0f} req/s, ratio "
+                     f"{ratio['median']:.2f}x ({ratio['min']:.2f}-{ratio['max']:.2f})")
+    webhook = statistics.median(r["p50_ms"] for r in runs["webhook_hey200"])
+    floor = statistics.median(r["p50_ms"] for r in runs["floor_hey200"])
+    ratio = ratios["p50_at_200"]
+    lines.append(f"hey p50 at 200 req/s: webhook {webhook:.2f} ms, floor {floor:.2f} ms, ratio {ratio['median']:.2f}x "
+                 f"({ratio['min']:.2f}-{ratio['max']:.2f})")
+    seconds = result["drift"]["per_second"]
+    window = max(1, min(10, len(seconds) // 2))
+    lines.append(f"webhook over a {len(seconds) + 2} s run (16 connections): first {window} s "
+                 f"{statistics.median(seconds[:window]):,.0f} req/s, last {window} s "
+                 f"{statistics.median(seconds[-window:]):,.0f} req/s (medians), ratio "
+                 f"{result['drift']['last_over_first']:.2f}")
+    return "\n".join(lines)
 
 
 def failures_of(result: dict[str, Any], smoke: bool) -> list[str]:
@@ -353,14 +398,14 @@ def main() -> int:
                         help="a few seconds: checks the servers, the load generators' plumbing and zero errors")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (webhook, floor) per figure")
     parser.add_argument("--seconds", type=int, default=8, help="length of each run (whole seconds, as wrk takes them)")
-    parser.add_argument("--drift-seconds", type=int, default=60, help="the degradation run, in 6 slices")
+    parser.add_argument("--drift-seconds", type=int, default=60, help="the degradation run")
     args = parser.parse_args()
     missing = [tool for tool in ("wrk", "hey") if shutil.which(tool) is None]
     if missing:
         print(f"webhook_floor_bench: {' and '.join(missing)} not found; install with: {INSTALL}", file=sys.stderr)
         if not args.smoke:
             return 2
-    rounds, seconds, drift = (1, 1, 6) if args.smoke else (args.rounds, args.seconds, args.drift_seconds)
+    rounds, seconds, drift_seconds = (1, 1, 5) if args.smoke else (args.rounds, args.seconds, args.drift_seconds)
 
     workdir = Path(tempfile.mkdtemp(prefix="kubenexus-floor-bench-"))
     cluster = LocalCluster(workdir=str(workdir / "cluster")).start()
@@ -384,13 +429,15 @@ def main() -> int:
         servers.append(floor)
         webhook.wait_ready(context, "GET", "/readyz")
         floor.wait_ready(context, "POST", "/mutate")
-        body = warm_up(webhook, floor, context, driver, copy.deepcopy(executor), namespace)
+        body = warm_up(webhook, floor, context, driver, executor, namespace)
         body_file = workdir / "review.json"
         body_file.write_bytes(body)
         before = _metrics_total(webhook, context)
+        if before < WARM_UP_REQUESTS:  # /metrics must see every worker's samples, however the webhook was started
+            raise RuntimeError(f"/metrics counted {before:.0f} /mutate requests after {WARM_UP_REQUESTS} answered")
         result: dict[str, Any] = {"runs": {}, "ratios": {}, "drift": {"errors": 0, "last_over_first": 1.0}}
         if not missing:
-            result = measure(webhook, floor, body_file, rounds, seconds, drift)
+            result = measure(webhook, floor, body_file, rounds, seconds, drift_seconds)
             answered = _metrics_total(webhook, context) - before
             sent = sum(r["requests"] for name, runs in result["runs"].items() if name.startswith("webhook")
                        for r in runs)
@@ -403,11 +450,13 @@ def main() -> int:
     report = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
                     "cpu_model": _cpu_model()},
-        "settings": {"rounds": rounds, "seconds_per_run": seconds, "drift_seconds": drift,
+        "settings": {"rounds": rounds, "seconds_per_run": seconds, "drift_seconds": drift_seconds,
                      "workers": config.workers, "threads": config.threads, "review_bytes": len(body)},
         **result,
     }
     print(json.dumps(report, indent=2))
+    if result["runs"]:
+        print(summary(result), file=sys.stderr)
     failures = failures_of(result, args.smoke)
     for failure in failures:
         print(f"GOAL MISSED: {failure}", file=sys.stderr)

@@ -1,7 +1,9 @@
 """``kubenexus webhook``: the Flask app under gunicorn (gthread workers, webhook/worker.py) with TLS ≥ 1.2.
 
 Each worker builds its own API client and owner cache after the fork. Metrics are shared
-through ``PROMETHEUS_MULTIPROC_DIR``, which must be set before prometheus_client is imported.
+through ``PROMETHEUS_MULTIPROC_DIR``, which ``serve`` sets (when the environment does not) before
+webhook/metrics.py is imported; that module makes prometheus_client use it even if something imported
+prometheus_client earlier.
 
 Certificates. gunicorn asks ``ssl_context`` for a context on every new connection; ours hands out a
 cached one that is rebuilt when ``tls.crt``/``tls.key`` change on disk (certs/reload.py), so a
