@@ -88,7 +88,7 @@ def _driver(app: dict[str, Any], namespace: str) -> dict[str, Any]:
 def _executor(driver: dict[str, Any]) -> dict[str, Any]:
     """An executor pod as the Spark 3.5 driver POSTs it (the AdmissionReview's ``object``; the review is ~3 KB)."""
     meta = driver["metadata"]
-    env = [{"name": name, "value": value} for name, value in (
+    env: list[dict[str, Any]] = [{"name": name, "value": value} for name, value in (
         ("SPARK_USER", "spark"), ("SPARK_DRIVER_URL", "spark://CoarseGrainedScheduler@spark-pi-8f2c1d7e-driver-svc."
                                                       f"{meta['namespace']}.svc:7078"),
         ("SPARK_EXECUTOR_CORES", "2"), ("SPARK_EXECUTOR_MEMORY", "4096m"),
