@@ -48,7 +48,7 @@ from cluster.crds import crd_manifests  # noqa: E402
 from cluster.local import ADMIN, LocalCluster  # noqa: E402
 from gang import keys  # noqa: E402
 from gang.config import config_from_text  # noqa: E402
-from kubenexus.local_webhook import KUBENEXUS, free_port  # noqa: E402
+from kubenexus.local_webhook import KUBENEXUS, deployment_env, free_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FLOOR = ROOT / "bench" / "floor"
@@ -184,7 +184,7 @@ def start_webhook(workdir: Path, tls: Any, kubeconfig: str) -> tuple[Server, Any
     settings["certs"] = {"mode": "external"}  # the certificates are given (the Deployment's pod writes its own)
     path = workdir / "config.yaml"
     path.write_text(yaml.safe_dump(settings))
-    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR" and not k.startswith("KUBENEXUS_")}
+    env = {k: v for k, v in deployment_env().items() if not k.startswith("KUBENEXUS_")}
     return (Server("webhook", [KUBENEXUS, "webhook", "--config", str(path)], env, workdir, workdir, port),
             config_from_text(path.read_text(), str(path)))
 

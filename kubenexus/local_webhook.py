@@ -7,6 +7,7 @@ loopback, registered by URL with its CA bundle.
 from __future__ import annotations
 
 import http.client
+import os
 import socket
 import ssl
 import subprocess
@@ -28,6 +29,12 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def deployment_env() -> dict[str, str]:
+    """This process's environment as the Deployment's container has it in this respect: no metrics directory (the
+    webhook makes its own; one inherited from here would be shared by every webhook started)."""
+    return {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+
+
 class LocalWebhook:
     """A ``kubenexus webhook`` process on 127.0.0.1, started with the given config settings."""
 
@@ -43,7 +50,7 @@ class LocalWebhook:
         self._log = open(self.log_path, "w")  # noqa: SIM115 (closed in stop())
         self.process = subprocess.Popen(
             [KUBENEXUS, "webhook", "--config", str(self.config_path), "--bind", f"127.0.0.1:{self.port}"],
-            stdout=self._log, stderr=subprocess.STDOUT)
+            stdout=self._log, stderr=subprocess.STDOUT, env=deployment_env())
         self.context = ssl.create_default_context(cafile=certs.ca_cert)
         self.url = f"https://127.0.0.1:{self.port}"
 

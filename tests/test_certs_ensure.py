@@ -42,7 +42,7 @@ from certs.store import write_atomic
 from cluster.local import LocalCluster
 from gang.config import ConfigError, load_config
 from kube.client import new_api_client
-from kubenexus.local_webhook import KUBENEXUS, LocalWebhook, free_port, webhook_configuration
+from kubenexus.local_webhook import KUBENEXUS, LocalWebhook, deployment_env, free_port, webhook_configuration
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -536,7 +536,7 @@ class SelfManagedWebhook(LocalWebhook):
         self._log = open(self.log_path, "w")  # noqa: SIM115 (closed in stop())
         self.process = subprocess.Popen(
             [KUBENEXUS, "webhook", "--config", str(self.config_path), "--bind", f"127.0.0.1:{self.port}"],
-            stdout=self._log, stderr=subprocess.STDOUT)
+            stdout=self._log, stderr=subprocess.STDOUT, env=deployment_env())
         self.wait_ready()
 
     def stop(self) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import re
 import ssl
 import subprocess
@@ -15,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kubenexus.local_webhook import KUBENEXUS, free_port
+from kubenexus.local_webhook import KUBENEXUS, deployment_env, free_port
 from tests.support.polling import wait_for
 from tests.support.webhook import pod_request
 
@@ -61,7 +60,7 @@ def test_metrics_count_requests_when_started_as_the_deployment_starts_it(tmp_pat
     config.write_text(yaml.safe_dump(settings))
     args = [str(config) if arg == CONFIG_MOUNT else arg for arg in container["args"]]
     assert str(config) in args and "--bind" not in args
-    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR" and not k.startswith("KUBENEXUS_")}
+    env = {k: v for k, v in deployment_env().items() if not k.startswith("KUBENEXUS_")}
     env.update({e["name"]: e["value"] for e in container.get("env", []) if "value" in e})
     log = open(tmp_path / "webhook.log", "wb")  # noqa: SIM115 (closed below)
     process = subprocess.Popen([KUBENEXUS, *args], env=env, stdout=log, stderr=subprocess.STDOUT)
