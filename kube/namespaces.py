@@ -7,8 +7,9 @@ namespace gains the label and DELETED when it loses it, so unrelated namespace w
 what we hold is a few names and labels. Every namespace read of the decision is answered from it while a
 watch is open: a label change is seen as soon as its event arrives (milliseconds on a healthy apiserver).
 While no watch is open (before the first list, and from a failed or ended watch until the next one opens)
-reads go to ``fallback``: the API through a cache of ``FALLBACK_TTL_SECONDS``, so a change is seen within
-that time there too. A connection that dies without a close is noticed when a read on it times out
+reads go to ``fallback``: ``ListedNamespaces`` (a LIST by name: the watch's own permission, so the webhook needs
+no ``get`` on namespaces) through a cache of ``FALLBACK_TTL_SECONDS``, so a change is seen within that time there
+too. A connection that dies without a close is noticed when a read on it times out
 (``WATCH_SECONDS`` + 30 s), as with client-go's informers.
 
 Why a watch rather than a short TTL: a TTL of N s costs every worker of every replica one GET per active
@@ -24,9 +25,21 @@ from gang import keys
 from gang.kinds import NAMESPACE, Kind
 from gang.objects import Deadline, Obj, ObjectSource
 from kube.informer import Informer
+from kube.source import ApiSource
 
 FALLBACK_TTL_SECONDS = 1.0  # how stale a namespace label may be while no watch is open
 WATCH_SECONDS = 60  # each watch's timeoutSeconds: how often the stream is renewed
+
+
+class ListedNamespaces:
+    """An ObjectSource of Namespaces, each read by a LIST with a field selector on its name."""
+
+    def __init__(self, api: ApiSource) -> None:
+        self._api = api
+
+    def get(self, kind: Kind, api_version: str, namespace: str | None, name: str,
+            uid: str | None = None, deadline: Deadline | None = None) -> Obj | None:
+        return self._api.list_named(kind, api_version, None, name, deadline)
 
 
 class WatchedNamespaces:

@@ -43,7 +43,7 @@ CONFIG_MAP, CONFIG_KEY = "kubenexus-config", "config.yaml"  # deploy/base: mount
 def required_access(config: Config) -> dict[str, list[Access]]:
     """What each component's service account must be allowed to do (deploy/base/rbac.yaml), the essentials."""
     ns = config.namespace
-    webhook = [(verb, "", "namespaces", "", "") for verb in ("get", "list", "watch")]  # kube/namespaces.py
+    webhook = [(verb, "", "namespaces", "", "") for verb in ("list", "watch")]  # kube/namespaces.py
     webhook += [("get", "", "pods", "", ""), ("get", "batch", "jobs", "", "")]
     if config.certs_mode == "self-managed":  # certs ensure: the Secret and the caBundles of both configurations
         webhook += [("get", "", "secrets", ns, config.certs_secret), ("update", "", "secrets", ns, config.certs_secret),

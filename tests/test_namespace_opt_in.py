@@ -20,7 +20,8 @@ from kubernetes import client, config
 from cluster.local import LocalCluster
 from gang.kinds import NAMESPACE
 from kube.client import new_api_client
-from kube.namespaces import WatchedNamespaces
+from kube.namespaces import ListedNamespaces, WatchedNamespaces
+from kube.source import ApiSource
 from tests.support.contract import GATE, GROUP, OPT_IN
 from tests.support.deploy import WEBHOOK, render, webhook_configurations
 from tests.support.kubectl import Kubectl
@@ -164,3 +165,14 @@ def test_the_watch_sees_a_label_within_milliseconds(cluster: LocalCluster, kube:
         source.stop()
     wait_for(lambda: not source.watching, 10, "the watch to close")
     assert label() == "from-fallback"
+
+
+def test_while_no_watch_is_open_namespaces_are_listed_by_name(cluster: LocalCluster, kube: Kube) -> None:
+    """The fallback reads one namespace by a LIST on its name (the webhook may list and watch namespaces, not get
+    them): the namespace with its labels, or None for one that does not exist."""
+    namespace = kube.namespace({OPT_IN: "enabled", "team": "a"})
+    kube.namespace({OPT_IN: "enabled"})  # another one, which the selector leaves out
+    source = ListedNamespaces(ApiSource(new_api_client(cluster.kubeconfig, pool_size=2, retries=0), 5.0))
+    found = source.get(NAMESPACE, "v1", None, namespace) or {}
+    assert found["metadata"]["name"] == namespace and found["metadata"]["labels"][OPT_IN] == "enabled"
+    assert source.get(NAMESPACE, "v1", None, f"{namespace}-missing") is None

@@ -35,7 +35,7 @@ from certs.reload import pair_problem, reloading_context
 from gang.config import Config
 from gang.objects import LookupFailed
 from kube.client import new_api_client
-from kube.namespaces import FALLBACK_TTL_SECONDS, WatchedNamespaces
+from kube.namespaces import FALLBACK_TTL_SECONDS, ListedNamespaces, WatchedNamespaces
 from kube.owner_cache import CachedSource
 from kube.source import ApiSource
 
@@ -123,7 +123,8 @@ def build_app(config: Config) -> Any:
     owners = CachedSource(api, config.owner_cache_ttl_seconds, config.owner_cache_max_entries,
                           config.owner_cache_max_bytes, on_size=record_cache_size)
     source = WatchedNamespaces(api_client(config), owners,
-                               CachedSource(api, FALLBACK_TTL_SECONDS, config.owner_cache_max_entries)).start()
+                               CachedSource(ListedNamespaces(api), FALLBACK_TTL_SECONDS,
+                                            config.owner_cache_max_entries)).start()
     apiserver = ApiserverWatch(api.ping, lambda up: APISERVER_REACHABLE.set(1 if up else 0)).start()
     return create_app(config, source, Readiness(config, apiserver))
 
