@@ -24,8 +24,8 @@ from kube.namespaces import ListedNamespaces, WatchedNamespaces
 from kube.source import ApiSource
 from tests.support.contract import GATE, GROUP, OPT_IN
 from tests.support.deploy import WEBHOOK, render, webhook_configurations
-from tests.support.kubectl import Kubectl
 from tests.support.kube import Kube
+from tests.support.kubectl import Kubectl
 from tests.support.polling import wait_for
 from tests.support.webhook import Webhook
 
