@@ -10,11 +10,11 @@ one set per floors and week), so a run costs a local install and the unit tests.
 from __future__ import annotations
 
 import ast
-import contextlib
 import hashlib
 import importlib.metadata
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -90,8 +90,10 @@ def _wheelhouse(constraints: Path, requirements: list[str], env: dict[str, str])
                                *requirements], env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, f"the declared floors do not resolve together:\n{done.stderr[-4000:]}"
         (partial / "complete").touch()
-        with contextlib.suppress(OSError):  # a concurrent run made the same one first
+        try:
             partial.rename(house)
+        except OSError:  # a concurrent run made the same one first
+            shutil.rmtree(partial, ignore_errors=True)
     return house
 
 
