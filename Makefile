@@ -1,15 +1,27 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# Two stamps: what the tests need (the package with its test extra) and what the demo needs (the package alone).
+# The first includes the second, so installing it refreshes both; either is redone when pyproject.toml changes.
 STAMP := $(VENV)/.installed
+RUNTIME := $(VENV)/.installed-runtime
 
 .PHONY: test test-unit demo bench soak lint typecheck clean chromium
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
+	@echo "Creating the virtual environment $(VENV) and upgrading its pip"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
-	touch $(STAMP)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	@echo "Installing kubenexus-gang-admission with its test extra (pytest, mypy, ruff, kubectl, ...) into $(VENV)"
+	$(BIN)/pip install --quiet --progress-bar off -e '.[test]'
+	touch $(RUNTIME) $(STAMP)
+
+$(RUNTIME): pyproject.toml | $(BIN)/python
+	@echo "Installing kubenexus-gang-admission and its runtime dependencies into $(VENV) (pip's progress follows)"
+	$(BIN)/pip install -e .
+	touch $(RUNTIME)
 
 # The Python packages and Chromium at once (-j2: their downloads overlap), then the checks.
 test:
@@ -38,7 +50,7 @@ soak: $(STAMP)
 	$(BIN)/python bench/soak.py --race 16
 	$(BIN)/python bench/soak.py
 
-demo: $(STAMP)
+demo: $(RUNTIME)
 	$(BIN)/kubenexus demo
 
 lint: $(STAMP) typecheck

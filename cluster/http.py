@@ -107,7 +107,7 @@ class ApiHttpServer:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 for warning in warnings:  # RFC 7234 warning header, as the apiserver sends admission warnings
-                    self.send_header("Warning", f'299 - "{warning}"')
+                    self.send_header("Warning", _warning_header(warning))
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -128,6 +128,13 @@ class ApiHttpServer:
         self.api.store.close()
         self._server.shutdown()
         self._server.server_close()
+
+
+def _warning_header(text: str) -> str:
+    """A ``Warning`` header value as apimachinery's ``NewWarningHeader`` makes it: code 299, agent "-", the text as
+    an RFC 7230 quoted-string (backslash and double quote escaped), so clients can parse a text that contains them."""
+    quoted = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'299 - "{quoted}"'
 
 
 def write_kubeconfig(path: str, url: str, ca_cert: str, token: str, name: str = "kubenexus-local") -> str:

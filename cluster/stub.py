@@ -5,7 +5,9 @@ cost more than what is measured: webhook tests and benchmarks. Like the rest of 
 Kubernetes API, not the product: paths come from each object's apiVersion and kind the way client-go derives a
 resource from a kind, so a product that asks at a wrong path gets a 404 here as from a cluster. It can be told
 to fail a path (HTTP status or delay) or to answer it slowly, so tests can check what the webhook does when the
-API misbehaves.
+API misbehaves. A collection path is a LIST of the objects stored under it (label and name selectors); watches are
+refused (405, as the apiserver answers for a resource without the watch verb), so a client that watches falls back
+to its reads.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ import json
 import os
 import threading
 import time
+import urllib.parse
 from collections import Counter
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import yaml
+
+from cluster.selectors import parse_field_selector, parse_label_selector
 
 #: (group, kind) of the cluster-scoped kinds a test may store here; every other kind is namespaced.
 _CLUSTER_SCOPED = frozenset({("", "Namespace"), ("", "Node"), ("trainer.kubeflow.org", "ClusterTrainingRuntime")})
@@ -63,14 +68,20 @@ class StubApiServer:
                 pass
 
             def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-                path = self.path.split("?")[0]
+                path, _, query = self.path.partition("?")
+                params = dict(urllib.parse.parse_qsl(query))
                 with stub._lock:
                     stub.reads[path] += 1
                     status, delay = stub.failures.get(path, (0, 0.0))
                     obj = stub.objects.get(path)
+                    listed = stub._list(path, params) if obj is None else None
+                    for item in (listed or {}).get("items", []):  # a failing object fails the lists it is in
+                        status, delay = stub.failures.get(path_of(item), (status, delay))
                 if delay:
                     time.sleep(delay)
-                body = json.dumps(obj).encode() if obj is not None else None
+                if params.get("watch") in ("true", "1"):
+                    status = status or 405  # no watch here: as for a resource without the watch verb
+                body = json.dumps(obj if listed is None else listed).encode() if obj is not None or listed else None
                 if body is None and stub.generate is not None:
                     body = stub.generate(path)
                 if path == "/version":
@@ -78,8 +89,9 @@ class StubApiServer:
                 elif not status:
                     status = 200 if body is not None else 404
                 if status != 200:
+                    reason = {404: "NotFound", 405: "MethodNotAllowed"}.get(status, "InternalError")
                     body = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status,
-                                       "reason": "NotFound" if status == 404 else "InternalError"}).encode()
+                                       "reason": reason}).encode()
                 assert body is not None  # a 200 always has one
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -96,12 +108,28 @@ class StubApiServer:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
+    def _list(self, path: str, params: dict[str, str]) -> dict[str, Any] | None:
+        """A LIST of the stored objects directly under collection ``path`` (``/api/v1/namespaces``,
+        ``/apis/batch/v1/namespaces/ns/jobs``), by ``labelSelector`` and the ``metadata.name``/``metadata.namespace``
+        field selectors; None when ``path`` names an object, not a collection."""
+        parts = path.strip("/").split("/")
+        after_version = parts[2:] if parts[0] == "api" else parts[3:]
+        if len(after_version) % 2 == 0:
+            return None
+        prefix = path.rstrip("/") + "/"
+        items = [o for p, o in sorted(self.objects.items()) if p.startswith(prefix) and "/" not in p[len(prefix):]]
+        labels = parse_label_selector(params.get("labelSelector", ""))
+        fields = parse_field_selector(params.get("fieldSelector", ""), ("metadata.name", "metadata.namespace"))
+        kept = [o for o in items if labels.matches(o["metadata"].get("labels") or {}) and fields.matches(o)]
+        return {"kind": "List", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": kept}
+
     def put(self, *objects: dict[str, Any]) -> None:
         with self._lock:
             for obj in objects:
                 self.objects[path_of(obj)] = obj
 
     def fail(self, obj: dict[str, Any], status: int = 500, delay: float = 0.0) -> None:
+        """Every read of ``obj`` fails with ``status`` (after ``delay``): its GETs and the LISTs that select it."""
         with self._lock:
             self.failures[path_of(obj)] = (status, delay)
 

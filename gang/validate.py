@@ -1,6 +1,7 @@
 """Validation rules (behind ``/validate``): gang labels on pods, their immutability, who may remove the gate, who may
 write the product's state (keys.PRODUCT_STATE), the ``kubenexus.io/*`` annotations on root objects, so
-that a typo fails at apply time, and members of user-created PodGroups against their PodGroup.
+that a typo fails at apply time, and members of user-created PodGroups against their PodGroup; a Namespace's
+gang-scheduling label is warned about (``warnings``), never denied.
 
 This webhook runs after every mutation (the apiserver calls validating webhooks last), so on CREATE it sees
 what the mutating webhook wrote and cannot tell it from what the creator sent: the state admission writes is
@@ -270,6 +271,33 @@ def check_root(obj: Obj, old: Obj | None, api_version: str, kind: str) -> str | 
     if keys.TOPOLOGY_REQUIRED in annotations and keys.TOPOLOGY_PREFERRED in annotations:
         return f"{where}: set one of {keys.TOPOLOGY_REQUIRED} and {keys.TOPOLOGY_PREFERRED}, not both"
     return None
+
+
+def check_namespace_label(namespace: Obj) -> str | None:
+    """Why the namespace's ``kubenexus.io/gang-scheduling`` label is ignored, or None. Only "enabled" and "disabled"
+    mean anything: any other value ("true", "yes") leaves the namespace as if unlabelled, which is never what its
+    author meant."""
+    value = meta_map(namespace, "labels").get(keys.GANG_SCHEDULING)
+    if value is None or value in (keys.NAMESPACE_ENABLED, keys.NAMESPACE_DISABLED):
+        return None
+    name = _section(namespace, "metadata").get("name", "")
+    return (f"namespace {name}: label {keys.GANG_SCHEDULING}={value!r} is ignored (the namespace counts as "
+            f'unlabelled): use "{keys.NAMESPACE_ENABLED}" or "{keys.NAMESPACE_DISABLED}"')
+
+
+def warnings(request: Obj) -> tuple[str, ...]:
+    """The warnings of an allowed request: a Namespace created or updated with a label value that means nothing.
+
+    Warned, not denied: a namespace is written by whoever provisions it (GitOps, namespace controllers) along with
+    everything else its team needs, and a refusal would fail all of that for a label whose only effect is on us;
+    kubectl prints the warning, and ``kubenexus doctor`` finds values applied where nobody reads warnings.
+    """
+    kind, obj = request["kind"], request.get("object")
+    if (kind.get("group", ""), kind.get("kind")) != ("", "Namespace") or request.get("subResource") \
+            or request["operation"] not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
+        return ()
+    problem = check_namespace_label(obj)
+    return (f"kubenexus: {problem}",) if problem else ()
 
 
 def validate(request: Obj, config: Config, source: ObjectSource | None = None,

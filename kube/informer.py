@@ -11,7 +11,8 @@ What the consumer sees, through ``on_event(type, obj)``:
 * first list: ``("ADDED", obj)`` for every item, then ``on_synced()`` (once, ever);
 * watch: ``ADDED``/``MODIFIED``/``DELETED`` as the server sends them (a selector watch also
   sends ``ADDED``/``DELETED`` when an object enters or leaves the selection); bookmarks only
-  move the resourceVersion and are never delivered;
+  move the resourceVersion and are never delivered; ``on_watching(True)`` when a watch stream
+  opens and ``on_watching(False)`` when it ends, so a consumer can tell when what it holds is current;
 * re-list (after 410 or repeated failures): a replace, page by page. ``("ADDED", obj)`` for new
   objects and ``("MODIFIED", obj)`` for known ones whose resourceVersion changed; objects the
   consumer already has at the same resourceVersion are not delivered again. A known object the
@@ -101,6 +102,7 @@ class Informer:
         timeout_seconds: int = 300,
         on_synced: Callable[[], None] | None = None,
         on_error: Callable[[str], None] | None = None,
+        on_watching: Callable[[bool], None] | None = None,
         page_size: int = 500,
         request_timeout: float = 60.0,
         backoff_initial: float = 0.2,
@@ -113,6 +115,7 @@ class Informer:
         self._on_event = on_event
         self._on_synced = on_synced
         self._on_error = on_error
+        self._on_watching = on_watching
         self.label_selector = label_selector
         self.field_selector = field_selector
         self.timeout_seconds = timeout_seconds
@@ -257,6 +260,7 @@ class Informer:
         if status != 200:
             raise _Failure(f"WATCH {self.path}: HTTP {status}: {_message(response)}")
         lines = 0
+        self._call(self._on_watching, True)
         try:
             for line in _lines(response):
                 if self._stopped.is_set():
@@ -270,6 +274,7 @@ class Informer:
                 return
             raise _Failure(f"WATCH {self.path}: stream broke: {type(exc).__name__}: {exc}") from exc
         finally:
+            self._call(self._on_watching, False)
             self._close_response()
         if lines:
             self._failures = 0

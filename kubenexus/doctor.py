@@ -3,10 +3,10 @@
 Each check is a small function returning findings; the command prints them all (problems
 first) and exits 1 when any check found a problem. The checks read only what an operator
 with cluster-admin can read: webhook configurations, the certificate Secret, the controller's
-Lease, RBAC through SubjectAccessReviews, the pods held by the gang gate with the
-controller's latest event about their gang (a gang waiting for capacity or members is reported
-as waiting, not as a problem), and the gangs' PodGroups that are not running, with their phase
-and reason.
+Lease, RBAC through SubjectAccessReviews, the namespaces' gang-scheduling labels, the pods held
+by the gang gate with the controller's latest event about their gang (a gang waiting for
+capacity or members is reported as waiting, not as a problem), and the gangs' PodGroups that
+are not running, with their phase and reason.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from controller.run import LEASE_NAME
 from gang import keys
 from gang.config import Config, ConfigError, config_from_text, config_or_exit
 from gang.objects import Obj
+from gang.validate import check_namespace_label
 from kube.client import api_request, new_api_client
 
 Access = tuple[str, str, str, str, str]  # verb, API group, resource, namespace ("" everywhere), name ("" any)
@@ -42,7 +43,8 @@ CONFIG_MAP, CONFIG_KEY = "kubenexus-config", "config.yaml"  # deploy/base: mount
 def required_access(config: Config) -> dict[str, list[Access]]:
     """What each component's service account must be allowed to do (deploy/base/rbac.yaml), the essentials."""
     ns = config.namespace
-    webhook = [("get", "", "namespaces", "", ""), ("get", "", "pods", "", ""), ("get", "batch", "jobs", "", "")]
+    webhook = [(verb, "", "namespaces", "", "") for verb in ("list", "watch")]  # kube/namespaces.py
+    webhook += [("get", "", "pods", "", ""), ("get", "batch", "jobs", "", "")]
     if config.certs_mode == "self-managed":  # certs ensure: the Secret and the caBundles of both configurations
         webhook += [("get", "", "secrets", ns, config.certs_secret), ("update", "", "secrets", ns, config.certs_secret),
                     ("create", "", "secrets", ns, "")]
@@ -378,8 +380,25 @@ def check_podgroups(cluster: Cluster, config: Config, now: datetime.datetime) ->
     return findings
 
 
+# --- namespaces ---------------------------------------------------------------------------------------------
+
+
+def check_namespace_labels(cluster: Cluster, config: Config, now: datetime.datetime) -> list[Finding]:
+    """The namespaces labelled kubenexus.io/gang-scheduling: a value other than enabled or disabled is ignored by the
+    webhook (it only warns whoever writes it, and nobody reads warnings of a GitOps apply)."""
+    query = urllib.parse.urlencode({"labelSelector": keys.GANG_SCHEDULING})
+    labelled = (cluster.get(f"/api/v1/namespaces?{query}") or {}).get("items", [])
+    findings = [Finding(False, "namespaces", problem) for ns in labelled
+                if (problem := check_namespace_label(ns)) is not None]
+    values = [(ns["metadata"].get("labels") or {}).get(keys.GANG_SCHEDULING) for ns in labelled]
+    counts = ", ".join(f"{values.count(v)} {v}" for v in (keys.NAMESPACE_ENABLED, keys.NAMESPACE_DISABLED))
+    return findings + [Finding(True, "namespaces", f"{len(labelled)} namespace(s) labelled {keys.GANG_SCHEDULING}: "
+                               f"{counts}" + (f", {len(findings)} invalid" if findings else ""))]
+
+
 CHECKS: tuple[Callable[[Cluster, Config, datetime.datetime], list[Finding]], ...] = (
-    check_certificates, check_endpoints, check_leader, check_rbac, check_gated, check_podgroups)
+    check_certificates, check_endpoints, check_leader, check_rbac, check_namespace_labels, check_gated,
+    check_podgroups)
 
 
 def diagnose(cluster: Cluster, config: Config, now: datetime.datetime | None = None) -> list[Finding]:

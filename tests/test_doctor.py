@@ -175,7 +175,8 @@ def test_a_healthy_installation(install: Install) -> None:
     # every entry, with the failure policy of its scope (Fail only for namespaces labelled enabled)
     entries = {"mutate.kubenexus.io": "Ignore", "mutate-enabled.kubenexus.io": "Fail",
                "validate.kubenexus.io": "Ignore", "validate-enabled.kubenexus.io": "Fail",
-               "validate-roots.kubenexus.io": "Ignore", "validate-podgroups.kubenexus.io": "Ignore"}
+               "validate-roots.kubenexus.io": "Ignore", "validate-podgroups.kubenexus.io": "Ignore",
+               "validate-namespaces.kubenexus.io": "Ignore"}
     for entry, policy in entries.items():
         assert any(f"{entry} (failurePolicy {policy})" in line for line in webhook_configurations), out
     [certificate] = lines(out, "certificate")
@@ -195,6 +196,9 @@ def test_a_healthy_installation(install: Install) -> None:
     assert "GangWaiting: 1/2 members present" in gang, out
     # PodGroups: the CRD is installed; the waiting gang of bare pods has no root, hence no PodGroup
     assert lines(out, "podgroups") and all(line.startswith("ok") for line in lines(out, "podgroups")), out
+    # the namespaces' opt-in labels: the waiting gang's namespace is labelled enabled, none invalid
+    namespaces = lines(out, "namespaces")
+    assert len(namespaces) == 1 and namespaces[0].startswith("ok") and "1 enabled" in namespaces[0], out
     # what it checked against: the installed configuration (deploy/base/config.yaml), read from the cluster
     [configuration] = lines(out, "configuration")
     assert configuration.startswith("ok") and "ConfigMap kubenexus-system/kubenexus-config" in configuration, out
@@ -401,6 +405,20 @@ def test_rbac_missing_a_permission(install: Install) -> None:
         current = install.rbac.read_cluster_role("kubenexus-controller")
         current.rules = saved.rules
         install.rbac.replace_cluster_role("kubenexus-controller", current)
+    assert install.doctor()[0] == 0
+
+
+def test_an_invalid_namespace_label(install: Install) -> None:
+    """A namespace labelled gang-scheduling=true (meant as enabled): the webhook ignores it, the doctor says so."""
+    namespace = install.kube.namespace({OPT_IN: "true"})
+    try:
+        code, out = install.doctor()
+        assert code == 1, out
+        [problem] = problems(out)
+        assert f"[namespaces] namespace {namespace}: label {OPT_IN}='true' is ignored" in problem, out
+        assert 'use "enabled" or "disabled"' in problem, out
+    finally:
+        install.kube.core.delete_namespace(namespace)
     assert install.doctor()[0] == 0
 
 

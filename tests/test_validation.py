@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from tests.support.contract import CONTROLLER, GATE, GROUP, MIN, OWNER, OWNER_UID, SIGS_GROUP, SIGS_MIN
+from tests.support.contract import CONTROLLER, GATE, GROUP, MIN, OPT_IN, OWNER, OWNER_UID, SIGS_GROUP, SIGS_MIN
 from tests.support.webhook import pod_request
 
 pytestmark = pytest.mark.e2e
@@ -348,3 +348,34 @@ def test_root_delete_is_allowed(webhook):
     request = root_request(bad, "DELETE", bad)
     request["object"] = None
     assert check(webhook, request)["allowed"] is True
+
+
+# --- Namespaces: the opt-in label's value ---------------------------------------------------------------------
+
+
+def namespace_request(labels: dict, operation: str = "CREATE", old_labels: dict | None = None) -> dict:
+    """A Namespace write as the apiserver sends it: cluster-scoped, so without request.namespace."""
+    def namespace(values: dict) -> dict:
+        return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": values}}
+
+    return {"uid": str(uuid.uuid4()), "kind": {"group": "", "version": "v1", "kind": "Namespace"},
+            "resource": {"group": "", "version": "v1", "resource": "namespaces"}, "name": "team-a",
+            "operation": operation, "userInfo": {"username": USER}, "object": namespace(labels),
+            "oldObject": namespace(old_labels) if old_labels is not None else None}
+
+
+@pytest.mark.parametrize("value", ["yes", "true", "Enabled", "", "on"])
+@pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
+def test_a_namespace_label_value_that_means_nothing_is_allowed_with_a_warning(webhook, value, operation):
+    response = check(webhook, namespace_request({OPT_IN: value}, operation, {} if operation == "UPDATE" else None))
+    assert response["allowed"] is True
+    [warning] = response["warnings"]
+    assert f"namespace team-a: label {OPT_IN}={value!r} is ignored" in warning
+    assert '"enabled"' in warning and '"disabled"' in warning
+
+
+@pytest.mark.parametrize("labels, old", [({OPT_IN: "enabled"}, {OPT_IN: "yes"}), ({OPT_IN: "disabled"}, None),
+                                         ({}, {OPT_IN: "yes"}), ({"team": "a"}, None)])
+def test_a_valid_or_absent_namespace_label_passes_without_a_word(webhook, labels, old):
+    response = check(webhook, namespace_request(labels, "UPDATE" if old is not None else "CREATE", old))
+    assert response["allowed"] is True and not response.get("warnings")

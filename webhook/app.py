@@ -16,7 +16,7 @@ from flask import Flask, Response, request
 from gang.config import Config
 from gang.decide import Action
 from gang.objects import Deadline, ObjectSource
-from gang.validate import validate
+from gang.validate import validate, warnings
 from webhook import metrics
 from webhook.review import BadRequest, admit_pod, parse_review, review_response
 
@@ -72,7 +72,7 @@ def create_app(config: Config, source: ObjectSource, ready: Callable[[], tuple[b
     def check(req: dict) -> tuple[dict, str]:
         denial = validate(req, config, source, Deadline(config.admission_deadline_seconds))
         if denial is None:
-            return review_response(req["uid"]), "allowed"
+            return review_response(req["uid"], warnings=warnings(req)), "allowed"
         log.info("request denied", extra={"uid": req["uid"], "namespace": req.get("namespace"),
                                           "kind": req["kind"].get("kind"), "denial": denial.message})
         return review_response(req["uid"], allowed=False, message=denial.message, code=int(denial.code)), "denied"

@@ -38,6 +38,7 @@ from certs.reload import pair_problem, reloading_context
 from gang.config import Config
 from gang.objects import LookupFailed
 from kube.client import new_api_client
+from kube.namespaces import FALLBACK_TTL_SECONDS, ListedNamespaces, WatchedNamespaces
 from kube.owner_cache import CachedSource
 from kube.source import ApiSource
 
@@ -116,13 +117,17 @@ class Readiness:
 
 
 def build_app(config: Config) -> Any:
-    """The Flask app of one worker (gunicorn loads it after the fork), with its API client, cache and checks."""
+    """The Flask app of one worker (gunicorn loads it after the fork), with its API client, cache, namespace watch
+    and checks."""
     from webhook.app import create_app
     from webhook.metrics import APISERVER_REACHABLE, record_cache_size, record_read
 
     api = ApiSource(api_client(config, retries=0), config.api_timeout_seconds, on_read=record_read, retries=1)
-    source = CachedSource(api, config.owner_cache_ttl_seconds, config.owner_cache_max_entries,
+    owners = CachedSource(api, config.owner_cache_ttl_seconds, config.owner_cache_max_entries,
                           config.owner_cache_max_bytes, on_size=record_cache_size)
+    source = WatchedNamespaces(api_client(config), owners,
+                               CachedSource(ListedNamespaces(api), FALLBACK_TTL_SECONDS,
+                                            config.owner_cache_max_entries)).start()
     apiserver = ApiserverWatch(api.ping, lambda up: APISERVER_REACHABLE.set(1 if up else 0)).start()
     app = create_app(config, source, Readiness(config, apiserver))
     # What is loaded by now (modules, the app, the API client) lives as long as the worker: out of the collector's
