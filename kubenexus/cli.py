@@ -7,8 +7,7 @@ import sys
 
 from certs import ensure as certs_ensure
 from certs import generate as certs_generate
-from cluster import serve as cluster_serve
-from kubenexus import demo, doctor, explain, simulate, timeline
+from kubenexus import demo, doctor, explain, serve, simulate, timeline
 
 
 def _webhook(args: argparse.Namespace) -> int:
@@ -54,7 +53,7 @@ def parser() -> argparse.ArgumentParser:
     certs_generate.add_parser(certs_commands)
     certs_ensure.add_parser(certs_commands)
     explain.add_parser(commands)
-    cluster_serve.add_parser(commands)
+    serve.add_parser(commands)
     demo.add_parser(commands)
     simulate.add_parser(commands)
     doctor.add_parser(commands)

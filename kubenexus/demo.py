@@ -1,7 +1,7 @@
 """``kubenexus demo``: gang admission and release on the embedded local cluster, as a timeline.
 
-Starts the local cluster (apiserver, scheduler, kubelet, operators), generates certificates,
-starts and registers ``kubenexus webhook``, starts the gate controller, and submits: a Spark
+Starts the local cluster (apiserver, scheduler, kubelet, operators) with the product installed and running
+(``kubenexus/local_product.py``, as ``kubenexus cluster serve`` has it), and submits: a Spark
 application, two PyTorchJobs that compete for the same GPUs, one that can never fit, and a job
 that did not opt in. It tells what happens, in lines of at most 100 characters: every pod with the webhook's
 decision about it, the controller's events, each term explained where it first matters; halfway through, the
@@ -25,19 +25,11 @@ from typing import Any
 
 from kubernetes import client, config, watch
 
-from certs.generate import generate
-from controller.run import Controller
 from gang import keys
-from gang.config import Config
-from kube.client import new_api_client
 from kubenexus import timeline as gang_timeline
-from kubenexus.local_webhook import LocalWebhook, register
+from kubenexus.local_product import LocalProduct, stop_on_signal
 
 NAMESPACE = "demo"
-# The PodGroup CRD as shipped (deploy/base): the demo installs it, as `kubectl apply -k deploy/base` would.
-PODGROUP_CRD = Path(__file__).resolve().parent.parent / "deploy" / "base" / "podgroup-crd.yaml"
-WEBHOOK_IDENTITY = "system:serviceaccount:kubenexus-system:kubenexus-webhook"
-CONTROLLER_IDENTITY = "system:serviceaccount:kubenexus-system:kubenexus-controller"
 
 
 def workloads() -> list[dict[str, Any]]:
@@ -260,16 +252,6 @@ def _finish(core: Any, job: str, timeline: Story) -> None:
     timeline.say(f"PyTorchJob {job} finished: its {len(pods)} pods Succeeded, their GPUs are free")
 
 
-def install_podgroup_crd(api_client: Any) -> bool:
-    """The PodGroup CRD of deploy/base; False when this installation has no deploy/ directory (a wheel)."""
-    if not PODGROUP_CRD.exists():
-        return False
-    import yaml
-
-    client.ApiextensionsV1Api(api_client).create_custom_resource_definition(yaml.safe_load(PODGROUP_CRD.read_text()))
-    return True
-
-
 def _age(created: str | None, now: float) -> str:
     """kubectl's AGE (apimachinery's HumanDuration)."""
     if not created:
@@ -379,19 +361,13 @@ def run(args: argparse.Namespace) -> int:
     with LocalCluster(nodes) as cluster:
         cluster.run_components()
         timeline.say(f"local cluster up at {cluster.http.url}: {len(nodes)} nodes, scheduler, kubelet, operators")
-        workdir = Path(cluster.workdir)
-        tls = generate("kubenexus-webhook", "kubenexus-system", str(workdir / "webhook-certs"),
-                       extra_ips=["127.0.0.1"])
         # Debug level: the demo shows the decision for every pod, including those left alone.
-        webhook = LocalWebhook(workdir, tls, cluster.add_user(WEBHOOK_IDENTITY), {"logLevel": "DEBUG"})
-        gate_controller = None
+        product = LocalProduct(cluster, {"logLevel": "DEBUG"}).start()
         try:
-            webhook.wait_ready()
+            webhook = product.webhook
+            assert webhook is not None
             kube = config.new_client_from_config(cluster.kubeconfig)
-            install_podgroup_crd(kube)
-            register(client.AdmissionregistrationV1Api(kube), webhook)
             timeline.say(f"kubenexus webhook serving at {webhook.url}, registered for pod CREATE/UPDATE")
-            gate_controller = Controller(new_api_client(cluster.add_user(CONTROLLER_IDENTITY), 32, 3), Config()).start()
             timeline.say("gate controller started: watches pods and nodes, releases a gang when all of it fits")
             core = client.CoreV1Api(kube)
             core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE)))
@@ -422,10 +398,12 @@ def run(args: argparse.Namespace) -> int:
             stop.set()
             _decisions(webhook.log_path, offset, timeline)
             finale(kube, timeline, args)
+            if args.keep:
+                print(f"\nThe cluster keeps running (Ctrl-C stops it). In another terminal:\n"
+                      f"  export KUBECONFIG={cluster.kubeconfig}\n  kubectl get pods -n {NAMESPACE}", flush=True)
+                stop_on_signal().wait()
         finally:
-            if gate_controller is not None:
-                gate_controller.stop()
-            webhook.stop()
+            product.stop()
     return 0
 
 
@@ -433,4 +411,6 @@ def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser("demo", help="show gang admission on the embedded local cluster")
     parser.add_argument("--seconds", type=float, default=16.0, help="how long to let the operators work")
     parser.add_argument("--timeline", metavar="FILE", help="also draw each gang's timeline into FILE (HTML/SVG)")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the cluster, webhook and controller running afterwards, until Ctrl-C")
     parser.set_defaults(func=run)

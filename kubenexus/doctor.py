@@ -25,6 +25,7 @@ from typing import Any
 
 from certs.issue import load_bundle, signed_by
 from controller.run import LEASE_NAME
+from controller.status import podgroup_name
 from gang import keys
 from gang.config import Config, ConfigError, config_from_text, config_or_exit
 from gang.objects import Obj
@@ -37,6 +38,7 @@ CONTROLLER_EVENTS = ("GangWaiting", "GangInsufficientCapacity", "GangNeverFits",
                      "GangTimeout", "GangReleased", "GangRunning", "GangSucceeded", "GangFailed")
 STUCK_EVENTS = ("GangNeverFits", "GangNotCertifiable")  # waiting will not help: the gang itself must change
 FIRST_EVENT_WITHIN = datetime.timedelta(minutes=1)  # a new gang the controller has not reported on yet
+RELEASE_WITHIN = datetime.timedelta(seconds=15)  # a release's PATCHes take milliseconds; retries back off to 5 s
 CONFIG_MAP, CONFIG_KEY = "kubenexus-config", "config.yaml"  # deploy/base: mounted by both components
 
 
@@ -269,24 +271,35 @@ def check_rbac(cluster: Cluster, config: Config, now: datetime.datetime) -> list
     return findings
 
 
+def check_gate_removers(cluster: Cluster, config: Config, now: datetime.datetime) -> list[Finding]:
+    """Whether the validating webhook lets the gate controller remove the gate (``gateRemovers``, default: the
+    controller's service account alone)."""
+    controller = config.controller_identity
+    if config.may_remove_gate(controller):
+        return [Finding(True, "gate removers", f"the gate controller ({controller}) may remove the gang gate")]
+    return [Finding(False, "gate removers", f"gateRemovers ({', '.join(config.gate_removers)}) does not name the gate "
+                    f"controller's service account {controller}: the validating webhook refuses (403) every release "
+                    "it makes, and gated pods are never released; add it to gateRemovers")]
+
+
 # --- gated pods -----------------------------------------------------------------------------------------------
 
 
 def check_gated(cluster: Cluster, config: Config, now: datetime.datetime) -> list[Finding]:
     """Every gang held by the gate, with the controller's latest event about it. Waiting for capacity or members
-    is normal; a gang past its schedule timeout, one that can never fit or cannot be certified, or one the
-    controller says nothing about, is a problem."""
+    is normal; a gang past its schedule timeout, one that can never fit or cannot be certified, one the controller
+    says nothing about, or one whose release the API keeps refusing, is a problem."""
     pods = (cluster.get("/api/v1/pods") or {}).get("items", [])
     gangs: dict[tuple[str, str], list[Obj]] = {}
     for pod in pods:
-        gates = [g.get("name") for g in (pod.get("spec") or {}).get("schedulingGates") or []]
-        if keys.GANG_GATE in gates:
+        if keys.GANG_GATE in _gates(pod):
             meta = pod["metadata"]
             group = (meta.get("labels") or {}).get(keys.POD_GROUP_LABEL) or "(unresolved owner)"
             gangs.setdefault((meta.get("namespace", ""), group), []).append(pod)
     if not gangs:
         return [Finding(True, "gated pods", "no pod is held by the gang gate")]
     findings, events = [], {}
+    podgroups = _podgroups(cluster)
     for (namespace, group), members in sorted(gangs.items()):
         if namespace not in events:
             events[namespace] = (cluster.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events") or {}).get(
@@ -295,6 +308,13 @@ def check_gated(cluster: Cluster, config: Config, now: datetime.datetime) -> lis
         oldest = min((_time(p["metadata"].get("creationTimestamp")) or now) for p in members)
         text = (f"{namespace}/{group}: {len(members)} pod(s) SchedulingGated for "
                 f"{(now - oldest).total_seconds():.0f}s — ")
+        refused = _refused_release(podgroups.get((namespace, podgroup_name(group))), pods, namespace, group,
+                                   len(members), now)
+        if refused:
+            findings.append(Finding(False, "gated pods", text + refused + f": is {config.controller_identity} in "
+                                    "gateRemovers, and does the controller run as it? (its log: releasing ... HTTP "
+                                    "403)"))
+            continue
         if not about:
             new = now - oldest < FIRST_EVENT_WITHIN
             findings.append(Finding(new, "gated pods", text + "no event from the gate controller about it yet" + (
@@ -308,6 +328,36 @@ def check_gated(cluster: Cluster, config: Config, now: datetime.datetime) -> lis
         stuck = bool(timed_out) or latest["reason"] in STUCK_EVENTS
         findings.append(Finding(not stuck, "gated pods", text + reason, info=not stuck))
     return findings
+
+
+def _gates(pod: Obj) -> list[str]:
+    return [g.get("name") for g in (pod.get("spec") or {}).get("schedulingGates") or []]
+
+
+def _podgroups(cluster: Cluster) -> dict[tuple[str, str], Obj]:
+    found = cluster.get(f"/apis/{keys.PODGROUP_GROUP}/{keys.PODGROUP_VERSION}/{keys.PODGROUP_PLURAL}") or {}
+    return {(g["metadata"].get("namespace", ""), g["metadata"].get("name", "")): g for g in found.get("items") or []}
+
+
+def _refused_release(podgroup: Obj | None, pods: list[Obj], namespace: str, group: str, gated: int,
+                     now: datetime.datetime) -> str | None:
+    """Why the gang's release is not taking, when the controller counts members as released (its PodGroup's
+    ``status.released``) that the API still shows gated, for longer than a release takes: its gate removals are
+    being refused (403: the validating webhook does not let its identity remove the gate) or keep failing."""
+    status = (podgroup or {}).get("status") or {}
+    since = next((_time(c.get("lastTransitionTime")) for c in status.get("conditions") or []
+                  if isinstance(c, dict) and c.get("type") == "Released" and c.get("status") == "True"), None)
+    if since is None or now - since < RELEASE_WITHIN:
+        return None
+    done = sum(1 for p in pods if p["metadata"].get("namespace", "") == namespace
+               and (p["metadata"].get("labels") or {}).get(keys.POD_GROUP_LABEL) == group
+               and keys.GANG_GATE not in _gates(p)
+               and keys.PLANNED_NODE_ANNOTATION in (p["metadata"].get("annotations") or {}))
+    refused = min(int(status.get("released") or 0) - done, gated)
+    if refused <= 0:
+        return None
+    return (f"the gate controller released {refused} of them {(now - since).total_seconds():.0f}s ago and their gate "
+            "is still there: its gate removals are refused or failing")
 
 
 def _gang_events(events: list[Obj], members: list[Obj]) -> list[Obj]:
@@ -397,7 +447,8 @@ def check_namespace_labels(cluster: Cluster, config: Config, now: datetime.datet
 
 
 CHECKS: tuple[Callable[[Cluster, Config, datetime.datetime], list[Finding]], ...] = (
-    check_certificates, check_endpoints, check_leader, check_rbac, check_namespace_labels, check_gated,
+    check_certificates, check_endpoints, check_leader, check_rbac, check_gate_removers, check_namespace_labels,
+    check_gated,
     check_podgroups)
 
 

@@ -36,14 +36,18 @@ def deployment_env() -> dict[str, str]:
 
 
 class LocalWebhook:
-    """A ``kubenexus webhook`` process on 127.0.0.1, started with the given config settings."""
+    """A ``kubenexus webhook`` process on 127.0.0.1, started with the given config settings.
 
-    def __init__(self, workdir: Path, certs: Any, kubeconfig: str, settings: dict[str, Any]) -> None:
-        self.port = free_port()
+    With ``certs`` the webhook only reads them (``certs.mode: external``, no ``certs ensure`` against the cluster);
+    without, ``settings`` say where and how it gets its certificate (self-managed: it issues its own, as in a
+    cluster). ``port`` is given when the webhook configurations must name it before the process starts."""
+
+    def __init__(self, workdir: Path, certs: Any, kubeconfig: str, settings: dict[str, Any],
+                 port: int | None = None) -> None:
+        self.port = port or free_port()
         self.certs = certs
-        # The certificates are given: the webhook only reads them (no ``certs ensure`` against the cluster).
-        config = {"server": {"certDir": str(Path(certs.cert).parent)}, "kubeconfig": kubeconfig,
-                  "certs": {"mode": "external"}, **settings}
+        given = {"server": {"certDir": str(Path(certs.cert).parent)}, "certs": {"mode": "external"}} if certs else {}
+        config = {**given, "kubeconfig": kubeconfig, **settings}
         self.config_path = workdir / f"config-{self.port}.yaml"
         self.config_path.write_text(yaml.safe_dump(config))
         self.log_path = workdir / f"webhook-{self.port}.log"
@@ -51,7 +55,8 @@ class LocalWebhook:
         self.process = subprocess.Popen(
             [KUBENEXUS, "webhook", "--config", str(self.config_path), "--bind", f"127.0.0.1:{self.port}"],
             stdout=self._log, stderr=subprocess.STDOUT, env=deployment_env())
-        self.context = ssl.create_default_context(cafile=certs.ca_cert)
+        # Readiness as the kubelet probes it when the CA is not known here: HTTPS, the certificate not verified.
+        self.context = ssl.create_default_context(cafile=certs.ca_cert) if certs else _unverified()
         self.url = f"https://127.0.0.1:{self.port}"
 
     def wait_ready(self, timeout: float = 30) -> None:
@@ -78,6 +83,13 @@ class LocalWebhook:
         except subprocess.TimeoutExpired:
             self.process.kill()
         self._log.close()
+
+
+def _unverified() -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
 
 
 def webhook_configuration(kind: str, name: str, url: str, ca_bundle: str, failure_policy: str = "Fail",

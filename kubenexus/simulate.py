@@ -44,7 +44,9 @@ def _name(obj: Obj) -> str:
     return "/".join(str(part) for part in (meta.get("namespace"), meta.get("name")) if part)
 
 
-def _objects(documents: Iterable[Any]) -> list[Obj]:
+def objects_in(documents: Iterable[Any]) -> list[Obj]:
+    """The objects of YAML documents, `List`s (what `kubectl get -o yaml` prints) unpacked; also `cluster serve`'s
+    `--nodes-file`."""
     objects: list[Obj] = []
     for number, doc in enumerate(documents, 1):
         if doc is None:  # an empty document
@@ -52,7 +54,7 @@ def _objects(documents: Iterable[Any]) -> list[Obj]:
         if not isinstance(doc, dict) or not isinstance(doc.get("kind"), str):
             raise ScenarioError(f"document {number} is not a Kubernetes object (no kind)")
         if doc["kind"].endswith("List") and isinstance(doc.get("items"), list):
-            objects.extend(_objects(doc["items"]))
+            objects.extend(objects_in(doc["items"]))
             continue
         if not isinstance(doc.get("metadata"), dict) or not doc["metadata"].get("name"):
             raise ScenarioError(f"a {doc['kind']} without metadata.name")
@@ -195,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with open(args.scenario, encoding="utf-8") as handle:
             # libyaml's loader when present: snapshots of real clusters run to many megabytes.
-            objects = _objects(yaml.load_all(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+            objects = objects_in(yaml.load_all(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
     except (OSError, yaml.YAMLError) as exc:
         print(f"kubenexus simulate: cannot read {args.scenario}: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,128 @@
+"""``kubenexus cluster serve``: the local cluster with the product installed and running, until interrupted.
+
+By default the cluster runs the webhook and the gate controller as deploy/base installs them
+(``kubenexus/local_product.py``) and has a namespace ready for jobs; ``--bare`` serves the API alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cluster.local import NodeSpec
+
+#: Where the kubeconfig goes by default: the same path every time, so a second terminal's KUBECONFIG stays right.
+DEFAULT_KUBECONFIG = Path(tempfile.gettempdir()) / "kubenexus" / "kubeconfig"
+
+
+def _quantity(text: str) -> str:
+    """A node's capacity: a positive Kubernetes quantity (8, 500m, 32Gi), checked before anything starts."""
+    from gang.quantity import parse_quantity
+
+    try:
+        value = parse_quantity(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a quantity (for example 8, 500m, 32Gi)") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive quantity")
+    return text
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return value
+
+
+def _nodes(args: argparse.Namespace) -> list[NodeSpec | dict[str, Any]]:
+    import yaml
+
+    from cluster.local import NodeSpec
+    from kubenexus.simulate import objects_in
+
+    if not args.nodes_file:
+        return [NodeSpec(f"node-{i}", cpu=args.node_cpu, memory=args.node_memory) for i in range(args.nodes)]
+    try:
+        with open(args.nodes_file, encoding="utf-8") as handle:
+            nodes = objects_in(yaml.safe_load_all(handle))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"cannot read {args.nodes_file}: {exc}") from None
+    if not nodes or any(node.get("kind") != "Node" for node in nodes):
+        raise ValueError(f"{args.nodes_file}: expected one or more Node objects (or a List of them)")
+    return list(nodes)
+
+
+def _kubeconfig_out(args: argparse.Namespace) -> Path:
+    path = Path(args.kubeconfig_out) if args.kubeconfig_out else DEFAULT_KUBECONFIG
+    if not args.kubeconfig_out:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.parent.is_dir():
+        raise ValueError(f"--kubeconfig-out {path}: directory {path.parent} does not exist")
+    return path
+
+
+def _sizes(args: argparse.Namespace, count: int) -> str:
+    if args.nodes_file:
+        return f"{count} node(s) from {args.nodes_file}"
+    return f"{count} node(s), {args.node_cpu} cpu and {args.node_memory} memory each"
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        nodes = _nodes(args)
+        kubeconfig = _kubeconfig_out(args)
+    except ValueError as exc:
+        print(f"kubenexus cluster serve: {exc}", file=sys.stderr)
+        return 2
+    import shutil
+
+    from cluster.local import LocalCluster
+    from kubenexus.local_product import READY_NAMESPACE, LocalProduct, stop_on_signal
+
+    stopping = stop_on_signal()  # from here on: Ctrl-C during the start stops it once started
+    with LocalCluster(nodes) as cluster:
+        cluster.run_components()
+        shutil.copyfile(cluster.kubeconfig, kubeconfig)
+        print(f"local cluster at {cluster.http.url} with {_sizes(args, len(nodes))}"
+              + (" (the API alone: no webhook, no controller)" if args.bare else ""), flush=True)
+        product = None if args.bare else LocalProduct(cluster).start()
+        try:
+            if product is not None:
+                print(f"  webhook     {product.webhook_url}, as {product.webhook_identity}\n"
+                      f"  controller  leading, as {product.controller_identity}\n"
+                      f"  namespace   {READY_NAMESPACE}, labelled kubenexus.io/gang-scheduling=enabled: every job "
+                      "there is a gang\n"
+                      "In another terminal:\n"
+                      f"  export KUBECONFIG={kubeconfig}\n"
+                      f"  kubectl -n {READY_NAMESPACE} apply -f examples/spark-pi.yaml\n"
+                      f"  kubectl -n {READY_NAMESPACE} get pods,podgroups")
+            else:
+                print(f"  export KUBECONFIG={kubeconfig}")
+            print("Ctrl-C stops it.", flush=True)
+            stopping.wait()
+        finally:
+            if product is not None:
+                product.stop()
+    return 0
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser("cluster", help="the embedded local Kubernetes cluster")
+    commands = parser.add_subparsers(dest="cluster_command", required=True)
+    serve = commands.add_parser("serve", help="run the local cluster with the webhook and the gate controller",
+                                description=__doc__)
+    serve.add_argument("--bare", action="store_true", help="serve the Kubernetes API alone (no webhook, controller)")
+    serve.add_argument("--nodes-file", help="YAML with the Node objects to create (kubectl get nodes -o yaml works)")
+    serve.add_argument("--nodes", type=_count, default=3, help="number of nodes (without --nodes-file)")
+    serve.add_argument("--node-cpu", type=_quantity, default="8", help="each node's cpu (default 8)")
+    serve.add_argument("--node-memory", type=_quantity, default="32Gi", help="each node's memory (default 32Gi)")
+    serve.add_argument("--kubeconfig-out", help=f"where to write the admin kubeconfig (default {DEFAULT_KUBECONFIG})")
+    serve.set_defaults(func=run)
