@@ -8,6 +8,7 @@ import time
 import urllib.request
 
 import pytest
+import yaml
 from kubernetes import client, config
 
 from cluster.local import LocalCluster
@@ -18,10 +19,11 @@ pytestmark = pytest.mark.e2e
 
 def test_cluster_serve_runs_until_interrupted_and_serves_its_kubeconfig(tmp_path):
     kubeconfig = tmp_path / "kubeconfig"
-    serve = subprocess.Popen([KUBENEXUS, "cluster", "serve", "--nodes", "2", "--node-cpu", "4",
+    serve = subprocess.Popen([KUBENEXUS, "cluster", "serve", "--bare", "--nodes", "2", "--node-cpu", "4",
                               "--kubeconfig-out", str(kubeconfig)], stdout=subprocess.PIPE, text=True)
     try:
         assert "local cluster at https://127.0.0.1:" in serve.stdout.readline()
+        assert serve.stdout.readline().strip() == f"export KUBECONFIG={kubeconfig}"
         nodes = client.CoreV1Api(config.new_client_from_config(str(kubeconfig))).list_node().items
         assert sorted(n.metadata.name for n in nodes) == ["node-0", "node-1"]
         assert {n.status.allocatable["cpu"] for n in nodes} == {"4"}
@@ -30,17 +32,14 @@ def test_cluster_serve_runs_until_interrupted_and_serves_its_kubeconfig(tmp_path
         assert serve.wait(timeout=20) == 0
 
 
-def test_cluster_serve_nodes_file(tmp_path):
+def test_cluster_serve_nodes_file_takes_what_kubectl_get_nodes_prints(tmp_path):
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-a", "labels": {"accelerator": "a100"}},
+            "status": {"allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"},
+                       "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"}}}
     nodes = tmp_path / "nodes.yaml"
-    nodes.write_text("""apiVersion: v1
-kind: Node
-metadata: {name: gpu-a, labels: {accelerator: a100}}
-status:
-  allocatable: {cpu: "32", memory: 256Gi, pods: "110", nvidia.com/gpu: "8"}
-  capacity: {cpu: "32", memory: 256Gi, pods: "110", nvidia.com/gpu: "8"}
-""")
+    nodes.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [node]}))
     kubeconfig = tmp_path / "kubeconfig"
-    serve = subprocess.Popen([KUBENEXUS, "cluster", "serve", "--nodes-file", str(nodes), "--kubeconfig-out",
+    serve = subprocess.Popen([KUBENEXUS, "cluster", "serve", "--bare", "--nodes-file", str(nodes), "--kubeconfig-out",
                               str(kubeconfig)], stdout=subprocess.PIPE, text=True)
     try:
         assert "1 node(s)" in serve.stdout.readline()
@@ -48,13 +47,25 @@ status:
         assert node.status.allocatable["nvidia.com/gpu"] == "8" and node.metadata.labels["accelerator"] == "a100"
     finally:
         serve.terminate()
-        serve.wait(timeout=20)
+        assert serve.wait(timeout=20) == 0
+
+
+@pytest.mark.parametrize(("args", "wrong"), [
+    (["--node-cpu", "abc"], "--node-cpu: 'abc' is not a quantity"),
+    (["--node-memory=0"], "--node-memory: '0' is not a positive quantity"),
+    (["--nodes", "0"], "--nodes: '0' is not a whole number of at least 1"),
+    (["--kubeconfig-out", "/nonexistent/dir/kubeconfig"], "directory /nonexistent/dir does not exist"),
+])
+def test_cluster_serve_rejects_bad_input_before_starting(args, wrong):
+    done = subprocess.run([KUBENEXUS, "cluster", "serve", *args], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and wrong in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and not done.stdout
 
 
 def test_cluster_serve_rejects_a_bad_nodes_file(tmp_path):
     bad = tmp_path / "nodes.yaml"
     bad.write_text("kind: Pod\nmetadata: {name: x}\n")
-    done = subprocess.run([KUBENEXUS, "cluster", "serve", "--nodes-file", str(bad), "--kubeconfig-out",
+    done = subprocess.run([KUBENEXUS, "cluster", "serve", "--bare", "--nodes-file", str(bad), "--kubeconfig-out",
                            str(tmp_path / "kc")], capture_output=True, text=True, timeout=30)
     assert done.returncode == 2 and "expected one or more Node objects" in done.stderr
 
