@@ -32,7 +32,8 @@ GOAL_PODS_PER_S = 200.0
 def _serve(workdir: Path) -> tuple[subprocess.Popen, str]:
     """``kubenexus cluster serve`` in its own process: the clients below do not share its interpreter."""
     kubeconfig = str(workdir / "kubeconfig")
-    process = subprocess.Popen([KUBENEXUS, "cluster", "serve", "--bare", "--nodes", "3", "--kubeconfig-out", kubeconfig],
+    process = subprocess.Popen([KUBENEXUS, "cluster", "serve", "--bare", "--nodes", "3",
+                                "--kubeconfig-out", kubeconfig],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     line = process.stdout.readline() if process.stdout else ""
     if "local cluster at" not in line:

@@ -23,6 +23,7 @@ import ssl
 import subprocess
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,8 +35,11 @@ from kubernetes.client import ApiException
 from certs.issue import key_pem, new_serving_cert, serving_dns_names
 from cluster.local import LocalCluster, NodeSpec
 from controller.run import Controller
+from gang import keys
 from gang.config import Config
 from kube.client import api_request, new_api_client
+from kubenexus.doctor import RELEASE_WITHIN, Cluster, diagnose
+from kubenexus.local_product import READY_NAMESPACE, LocalProduct
 from kubenexus.local_webhook import KUBENEXUS, LocalWebhook, free_port
 from tests.support.contract import CONTROLLER, GROUP, MIN, OPT_IN
 from tests.support.deploy import SECRET, WEBHOOK, Kubectl, bundles_installed, secret_bundle
@@ -43,6 +47,7 @@ from tests.support.events import list_events
 from tests.support.kube import Kube
 from tests.support.podgroups import podgroup
 from tests.support.polling import wait_for
+from tests.support.roots import pytorchjob
 
 pytestmark = pytest.mark.e2e
 
@@ -241,6 +246,49 @@ def test_the_installed_configuration_is_what_the_doctor_checks_against(install: 
         install.kubectl("apply", "-k", "deploy/base")
     assert install.kube.core.read_namespaced_config_map("kubenexus-config", NAMESPACE).data["config.yaml"] == saved
     assert install.doctor()[0] == 0
+
+
+def test_gate_removers_without_the_controller(install: Install) -> None:
+    saved = install.kube.core.read_namespaced_config_map("kubenexus-config", NAMESPACE).data["config.yaml"]
+    install.kube.core.patch_namespaced_config_map("kubenexus-config", NAMESPACE, {"data": {
+        "config.yaml": saved + "gateRemovers: [ops-admin@example.com]\n"}})
+    try:
+        code, out = install.doctor()
+        assert code == 1, out
+        [refused] = problems(out)
+        assert refused.startswith("PROBLEM  [gate removers] gateRemovers (ops-admin@example.com) does not name the "
+                                  f"gate controller's service account {CONTROLLER}: the validating webhook refuses "
+                                  "(403) every release"), out
+    finally:
+        install.kubectl("apply", "-k", "deploy/base")
+    assert install.doctor()[0] == 0
+
+
+def test_releases_the_webhook_refuses_are_a_problem_not_waiting(tmp_path: Path) -> None:
+    """The product installed with a webhook whose gateRemovers leave the controller out: every release is refused
+    (403). Within a release's time the gang is reported as being released; past it, as refused."""
+    with LocalCluster(workdir=str(tmp_path / "cluster")) as cluster:
+        cluster.run_components()
+        product = LocalProduct(cluster, {"gateRemovers": ["ops-admin@example.com"]}).start()
+        try:
+            kube = Kube(config.new_client_from_config(cluster.kubeconfig))
+            client.CustomObjectsApi(kube.api_client).create_namespaced_custom_object(
+                "kubeflow.org", "v1", READY_NAMESPACE, "pytorchjobs", pytorchjob("refused", {}))
+            wait_for(lambda: podgroup_status(kube, READY_NAMESPACE, "refused").get("phase") == "Releasing", TIMEOUT,
+                     "the controller to release the gang")
+            doctor = Cluster(kube.api_client)
+            now = datetime.datetime.now(datetime.UTC)
+            [soon] = [f for f in diagnose(doctor, product.config, now) if f.check == "gated pods"]
+            assert soon.ok and "GangReleased" in soon.text, soon
+            later = diagnose(doctor, product.config, now + RELEASE_WITHIN)
+            [refused] = [f for f in later if f.check == "gated pods"]
+            assert not refused.ok, refused
+            assert f"{READY_NAMESPACE}/refused: 3 pod(s) SchedulingGated" in refused.text, refused
+            assert "released 3 of them" in refused.text and "its gate removals are refused or failing" in refused.text
+            assert all(keys.GANG_GATE in [g.name for g in pod.spec.scheduling_gates or []]
+                       for pod in kube.core.list_namespaced_pod(READY_NAMESPACE).items)  # refused indeed
+        finally:
+            product.stop()
 
 
 @pytest.mark.parametrize("kind", list(KINDS))

@@ -4,7 +4,6 @@ bundle as installed."""
 from __future__ import annotations
 
 import base64
-import copy
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from kubernetes import client
 from kubernetes.client import ApiException
 
 from cluster.rbac import load_manifests
+from kubenexus.local_product import WEBHOOK_CONFIGURATIONS, by_url
 from tests.support.kube import Kube
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,15 +34,7 @@ def render(path: str = "deploy/base") -> list[Obj]:
 
 def webhook_configurations(rendered: list[Obj], url: str) -> list[Obj]:
     """The rendered webhook configurations, reaching the local webhook by URL instead of through its Service."""
-    configs = []
-    for obj in rendered:
-        if obj.get("kind") in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
-            obj = copy.deepcopy(obj)
-            for hook in obj["webhooks"]:
-                service = hook["clientConfig"].pop("service")
-                hook["clientConfig"]["url"] = f"{url}{service.get('path', '/')}"
-            configs.append(obj)
-    return configs
+    return [by_url(obj, url) for obj in rendered if obj.get("kind") in WEBHOOK_CONFIGURATIONS]
 
 
 def secret_bundle(kube: Kube) -> bytes | None:
