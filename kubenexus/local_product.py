@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from controller.run import Controller
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy" / "base"
-CONFIG_MAP, CONFIG_KEY = "kubenexus-config", "config.yaml"  # deploy/base/kustomization.yaml's configMapGenerator
+EXAMPLES = DEPLOY.parent.parent / "examples"  # jobs to try (README "Walkthrough")
+CONFIG_KEY = "config.yaml"  # the file of deploy/base/kustomization.yaml's configMapGenerator
 #: A namespace ready for jobs: every job there is gang-scheduled (README "Using it").
 READY_NAMESPACE = "gang-jobs"
 WEBHOOK_CONFIGURATIONS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
@@ -48,10 +49,7 @@ def account(config: Config, name: str) -> str:
 def manifests(webhook_url: str, config_text: str) -> list[dict[str, Any]]:
     """deploy/base's objects as kustomize renders them (its ``resources`` and the generated ConfigMap, holding
     ``config_text``), without the Deployments, the webhook configurations calling ``webhook_url``."""
-    kustomization = DEPLOY / "kustomization.yaml"
-    if not kustomization.exists():
-        raise NotShipped(f"{DEPLOY} is missing: run from a clone of the repository")
-    spec = yaml.safe_load(kustomization.read_text())
+    spec = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
     objects = [doc for name in spec["resources"] for doc in yaml.safe_load_all((DEPLOY / name).read_text()) if doc]
     [generator] = spec["configMapGenerator"]
     objects.append({"apiVersion": "v1", "kind": "ConfigMap",
@@ -85,11 +83,13 @@ class LocalProduct:
     result, and the ConfigMap holds it."""
 
     def __init__(self, cluster: LocalCluster, settings: dict[str, Any] | None = None) -> None:
+        if not (DEPLOY / "kustomization.yaml").exists():
+            raise NotShipped(f"{DEPLOY} is missing: the product is installed from deploy/; run from a clone")
         self.cluster = cluster
         workdir = Path(cluster.workdir)
         port = free_port()
         self.webhook_url = f"https://127.0.0.1:{port}"
-        shipped = yaml.safe_load((DEPLOY / CONFIG_KEY).read_text()) if (DEPLOY / CONFIG_KEY).exists() else {}
+        shipped = yaml.safe_load((DEPLOY / CONFIG_KEY).read_text())
         local = {"server": {"certDir": str(workdir / "webhook-certs")}, "certs": {"extraSANs": ["127.0.0.1"]}}
         self.settings = _merged(_merged(shipped, local), settings or {})
         self.config_text = yaml.safe_dump(self.settings, sort_keys=False)

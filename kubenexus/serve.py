@@ -75,6 +75,11 @@ def _sizes(args: argparse.Namespace, count: int) -> str:
     return f"{count} node(s), {args.node_cpu} cpu and {args.node_memory} memory each"
 
 
+def _shown(path: Path) -> str:
+    """``path`` as the user types it here: relative to the working directory when under it."""
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         nodes = _nodes(args)
@@ -85,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     import shutil
 
     from cluster.local import LocalCluster
-    from kubenexus.local_product import READY_NAMESPACE, LocalProduct, stop_on_signal
+    from kubenexus.local_product import DEPLOY, EXAMPLES, READY_NAMESPACE, LocalProduct, NotShipped, stop_on_signal
 
     stopping = stop_on_signal()  # from here on: Ctrl-C during the start stops it once started
     with LocalCluster(nodes) as cluster:
@@ -93,16 +98,24 @@ def run(args: argparse.Namespace) -> int:
         shutil.copyfile(cluster.kubeconfig, kubeconfig)
         print(f"local cluster at {cluster.http.url} with {_sizes(args, len(nodes))}"
               + (" (the API alone: no webhook, no controller)" if args.bare else ""), flush=True)
-        product = None if args.bare else LocalProduct(cluster).start()
+        try:
+            product = None if args.bare else LocalProduct(cluster).start()
+        except (NotShipped, RuntimeError) as exc:
+            print(f"kubenexus cluster serve: the product did not start: {exc}", file=sys.stderr)
+            return 1
         try:
             if product is not None:
-                print(f"  webhook     {product.webhook_url}, as {product.webhook_identity}\n"
+                assert product.webhook is not None
+                print(f"  installed   {_shown(DEPLOY)}: the PodGroup CRD, service accounts, RBAC, webhook configurations, "
+                      "config\n"
+                      f"  webhook     {product.webhook_url}, as {product.webhook_identity}\n"
                       f"  controller  leading, as {product.controller_identity}\n"
                       f"  namespace   {READY_NAMESPACE}, labelled kubenexus.io/gang-scheduling=enabled: every job "
                       "there is a gang\n"
+                      f"  logs        {product.webhook.log_path} (the webhook's; the controller's: here)\n"
                       "In another terminal:\n"
                       f"  export KUBECONFIG={kubeconfig}\n"
-                      f"  kubectl -n {READY_NAMESPACE} apply -f examples/spark-pi.yaml\n"
+                      f"  kubectl -n {READY_NAMESPACE} apply -f {_shown(EXAMPLES / 'spark-pi.yaml')}\n"
                       f"  kubectl -n {READY_NAMESPACE} get pods,podgroups")
             else:
                 print(f"  export KUBECONFIG={kubeconfig}")
