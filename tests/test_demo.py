@@ -11,11 +11,13 @@ import contextlib
 import io
 import json
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client, config
 
 from gang import keys
 from kube.client import api_request
@@ -33,6 +35,7 @@ class Run:
     pods: list[dict[str, Any]]  # the cluster's, as the story ended
     podgroups: list[dict[str, Any]]
     picture: Path
+    kept: list[str]  # with --keep: the pods kubectl would list after the story, through the kubeconfig printed
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +53,24 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
         finale(kube, story, args)
 
     out = io.StringIO()
+    kept: list[str] = []
+
+    def keep() -> threading.Event:
+        """Instead of waiting for Ctrl-C: look at the kept cluster as the printed lines say, then stop it."""
+        kubeconfig = out.getvalue().split("export KUBECONFIG=")[1].split()[0]
+        api = config.new_client_from_config(kubeconfig)
+        kept.extend(p.metadata.name for p in client.CoreV1Api(api).list_namespaced_pod(demo.NAMESPACE).items)
+        api.close()
+        stop = threading.Event()
+        stop.set()
+        return stop
+
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
         patch.setattr(demo, "finale", listing)
-        args = cli.parser().parse_args(["demo", "--seconds", "5", "--timeline", str(picture)])
+        patch.setattr(demo, "stop_on_signal", keep)
+        args = cli.parser().parse_args(["demo", "--seconds", "5", "--timeline", str(picture), "--keep"])
         code = args.func(args)
-    return Run(code, out.getvalue().splitlines(), seen["pods"], seen["podgroups"], picture)
+    return Run(code, out.getvalue().splitlines(), seen["pods"], seen["podgroups"], picture, kept)
 
 
 def gang_of(pod: dict[str, Any]) -> str | None:
@@ -145,3 +161,10 @@ def test_the_timeline_picture_draws_every_gang_member(run):
     assert sorted(re.findall(r'<g class="gang" data-gang="([^"]+)"', page)) == ["bert", "giant", "resnet",
                                                                                "spark-pi"]
     assert any(line.startswith(f"The timeline picture: {run.picture} ") for line in run.lines)
+
+
+def test_keep_leaves_the_cluster_running_for_kubectl(run):
+    assert run.code == 0
+    running = {p["metadata"]["name"] for p in run.pods if (p.get("status") or {}).get("phase") == "Running"}
+    assert running and running <= set(run.kept)
+    assert "The cluster keeps running (Ctrl-C stops it). In another terminal:" in run.lines

@@ -23,7 +23,6 @@ import ssl
 import subprocess
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,19 +34,16 @@ from kubernetes.client import ApiException
 from certs.issue import key_pem, new_serving_cert, serving_dns_names
 from cluster.local import LocalCluster, NodeSpec
 from controller.run import Controller
-from gang import keys
 from gang.config import Config
 from kube.client import api_request, new_api_client
 from kubenexus.doctor import RELEASE_WITHIN, Cluster, diagnose
-from kubenexus.local_product import READY_NAMESPACE, LocalProduct
 from kubenexus.local_webhook import KUBENEXUS, LocalWebhook, free_port
-from tests.support.contract import CONTROLLER, GROUP, MIN, OPT_IN
+from tests.support.contract import CONTROLLER, GATE, GROUP, MIN, OPT_IN
 from tests.support.deploy import SECRET, WEBHOOK, Kubectl, bundles_installed, secret_bundle
 from tests.support.events import list_events
 from tests.support.kube import Kube
 from tests.support.podgroups import podgroup
 from tests.support.polling import wait_for
-from tests.support.roots import pytorchjob
 
 pytestmark = pytest.mark.e2e
 
@@ -264,33 +260,6 @@ def test_gate_removers_without_the_controller(install: Install) -> None:
     assert install.doctor()[0] == 0
 
 
-def test_releases_the_webhook_refuses_are_a_problem_not_waiting(tmp_path: Path) -> None:
-    """The product installed with a webhook whose gateRemovers leave the controller out: every release is refused
-    (403). Within a release's time the gang is reported as being released; past it, as refused."""
-    with LocalCluster(workdir=str(tmp_path / "cluster")) as cluster:
-        cluster.run_components()
-        product = LocalProduct(cluster, {"gateRemovers": ["ops-admin@example.com"]}).start()
-        try:
-            kube = Kube(config.new_client_from_config(cluster.kubeconfig))
-            client.CustomObjectsApi(kube.api_client).create_namespaced_custom_object(
-                "kubeflow.org", "v1", READY_NAMESPACE, "pytorchjobs", pytorchjob("refused", {}))
-            wait_for(lambda: podgroup_status(kube, READY_NAMESPACE, "refused").get("phase") == "Releasing", TIMEOUT,
-                     "the controller to release the gang")
-            doctor = Cluster(kube.api_client)
-            now = datetime.datetime.now(datetime.UTC)
-            [soon] = [f for f in diagnose(doctor, product.config, now) if f.check == "gated pods"]
-            assert soon.ok and "GangReleased" in soon.text, soon
-            later = diagnose(doctor, product.config, now + RELEASE_WITHIN)
-            [refused] = [f for f in later if f.check == "gated pods"]
-            assert not refused.ok, refused
-            assert f"{READY_NAMESPACE}/refused: 3 pod(s) SchedulingGated" in refused.text, refused
-            assert "released 3 of them" in refused.text and "its gate removals are refused or failing" in refused.text
-            assert all(keys.GANG_GATE in [g.name for g in pod.spec.scheduling_gates or []]
-                       for pod in kube.core.list_namespaced_pod(READY_NAMESPACE).items)  # refused indeed
-        finally:
-            product.stop()
-
-
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_a_missing_webhook_configuration(install: Install, kind: str) -> None:
     saved = install.configuration(kind)
@@ -432,6 +401,44 @@ def test_no_controller_leader(install: Install) -> None:
     finally:
         with contextlib.suppress(ApiException):
             kube.core.delete_namespaced_pod("orphan-0", ns, grace_period_seconds=0)
+        install.start_controller()
+    assert install.doctor()[0] == 0
+
+
+def test_a_controller_whose_releases_are_refused(install: Install) -> None:
+    """The gate controller runs under another service account than the one the validating webhook lets remove the
+    gate: every release is refused (403). Within a release's time the gang is reported as being released; past it,
+    as refused, though the configuration itself is right."""
+    install.stop_controller()
+    kube, ns = install.kube, install.namespace
+    impostor = Controller(new_api_client(install.cluster.add_user(f"system:serviceaccount:{NAMESPACE}:impostor"), 8, 3),
+                          Config(), leader_elect=True, identity="impostor", lease=(2.0, 1.5, 0.2))
+    try:
+        impostor.start()
+        kube.create(ns, job("refused", "100m", {}))
+        members = "batch.kubernetes.io/job-name=refused"
+        [name] = wait_for(lambda: {p["metadata"]["labels"][GROUP] for p in kube.pods(ns, members)}, TIMEOUT,
+                          "the Job's pods")
+        wait_for(lambda: podgroup_status(kube, ns, name).get("phase") == "Releasing", TIMEOUT,
+                 "the impostor to release the gang")
+        doctor, now = Cluster(kube.api_client), datetime.datetime.now(datetime.UTC)
+        [soon] = [f for f in diagnose(doctor, Config(), now) if f.check == "gated pods" and f"{ns}/{name}:" in f.text]
+        assert soon.ok and "GangReleased" in soon.text, soon
+        later = diagnose(doctor, Config(), now + RELEASE_WITHIN)
+        [refused] = [f for f in later if f.check == "gated pods" and f"{ns}/{name}:" in f.text]
+        assert not refused.ok and f"{ns}/{name}: 2 pod(s) SchedulingGated" in refused.text, refused
+        assert "released 2 of them" in refused.text and "its gate removals are refused or failing" in refused.text
+        assert f"is {CONTROLLER} in gateRemovers, and does the controller run as it?" in refused.text, refused
+        assert [f.ok for f in later if f.check == "gate removers"] == [True]  # the configuration is right
+        assert all(GATE in [g["name"] for g in p["spec"].get("schedulingGates") or []]
+                   for p in kube.pods(ns, members))  # refused indeed
+    finally:
+        impostor.stop()
+        kube.batch.delete_namespaced_job("refused", ns)
+        for pod in kube.pods(ns, "batch.kubernetes.io/job-name=refused"):
+            kube.core.delete_namespaced_pod(pod["metadata"]["name"], ns, grace_period_seconds=0)
+        wait_for(lambda: [p["metadata"]["name"] for p in kube.pods(ns)] == ["waiting-0"], TIMEOUT,
+                 "only the waiting gang left")
         install.start_controller()
     assert install.doctor()[0] == 0
 
