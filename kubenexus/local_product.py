@@ -22,6 +22,7 @@ import yaml
 
 from gang import keys
 from gang.config import Config, config_from_text
+from kubenexus.doctor import CONFIG_KEY
 from kubenexus.local_webhook import LocalWebhook, free_port
 
 if TYPE_CHECKING:
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy" / "base"
 EXAMPLES = DEPLOY.parent.parent / "examples"  # jobs to try (README "Walkthrough")
-CONFIG_KEY = "config.yaml"  # the file of deploy/base/kustomization.yaml's configMapGenerator
 #: A namespace ready for jobs: every job there is gang-scheduled (README "Using it").
 READY_NAMESPACE = "gang-jobs"
 WEBHOOK_CONFIGURATIONS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")

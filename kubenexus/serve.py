@@ -106,8 +106,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             if product is not None:
                 assert product.webhook is not None
-                print(f"  installed   {_shown(DEPLOY)}: the PodGroup CRD, service accounts, RBAC, webhook configurations, "
-                      "config\n"
+                print(f"  installed   {_shown(DEPLOY)}: the PodGroup CRD, service accounts, RBAC, webhook "
+                      "configurations, config\n"
                       f"  webhook     {product.webhook_url}, as {product.webhook_identity}\n"
                       f"  controller  leading, as {product.controller_identity}\n"
                       f"  namespace   {READY_NAMESPACE}, labelled kubenexus.io/gang-scheduling=enabled: every job "
