@@ -87,15 +87,19 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"kubenexus cluster serve: {exc}", file=sys.stderr)
         return 2
-    import shutil
-
     from cluster.local import LocalCluster
     from kubenexus.local_product import DEPLOY, EXAMPLES, READY_NAMESPACE, LocalProduct, NotShipped, stop_on_signal
 
     stopping = stop_on_signal()  # from here on: Ctrl-C during the start stops it once started
     with LocalCluster(nodes) as cluster:
         cluster.run_components()
-        shutil.copyfile(cluster.kubeconfig, kubeconfig)
+        try:  # the admin's token: readable by this user alone, as kubectl writes ~/.kube/config
+            kubeconfig.touch(mode=0o600)
+            kubeconfig.chmod(0o600)
+            kubeconfig.write_text(Path(cluster.kubeconfig).read_text())
+        except OSError as exc:
+            print(f"kubenexus cluster serve: cannot write {kubeconfig}: {exc.strerror}", file=sys.stderr)
+            return 1
         print(f"local cluster at {cluster.http.url} with {_sizes(args, len(nodes))}"
               + (" (the API alone: no webhook, no controller)" if args.bare else ""), flush=True)
         try:
