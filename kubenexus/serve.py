@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
                       f"  controller  leading, as {product.controller_identity}\n"
                       f"  namespace   {READY_NAMESPACE}, labelled kubenexus.io/gang-scheduling=enabled: every job "
                       "there is a gang\n"
-                      f"  logs        {product.webhook.log_path} (the webhook's; the controller's: here)\n"
+                      f"  logs        webhook: {product.webhook.log_path}; controller: this terminal\n"
                       "In another terminal:\n"
                       f"  export KUBECONFIG={kubeconfig}\n"
                       f"  kubectl -n {READY_NAMESPACE} apply -f {_shown(EXAMPLES / 'spark-pi.yaml')}\n"
