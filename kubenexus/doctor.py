@@ -448,8 +448,7 @@ def check_namespace_labels(cluster: Cluster, config: Config, now: datetime.datet
 
 CHECKS: tuple[Callable[[Cluster, Config, datetime.datetime], list[Finding]], ...] = (
     check_certificates, check_endpoints, check_leader, check_rbac, check_gate_removers, check_namespace_labels,
-    check_gated,
-    check_podgroups)
+    check_gated, check_podgroups)
 
 
 def diagnose(cluster: Cluster, config: Config, now: datetime.datetime | None = None) -> list[Finding]:
