@@ -28,7 +28,7 @@ test:
 	@$(MAKE) --no-print-directory -j2 $(STAMP) chromium
 	@$(MAKE) --no-print-directory typecheck
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 	$(BIN)/python bench/admission_bench.py --smoke
 	$(BIN)/python bench/webhook_floor_bench.py --smoke
 	$(BIN)/python bench/cluster_bench.py --smoke
