@@ -347,7 +347,8 @@ def finale(kube: Any, story: Story, args: argparse.Namespace) -> None:
     if args.timeline:
         gang_timeline.draw(args.timeline, gangs, now, f"namespace {NAMESPACE}")
         print()
-        print(f"The timeline picture: {args.timeline} (open it in a browser);")
+        print("The timeline picture (open it in a browser):")  # the path on a line of its own: it cannot wrap
+        print(f"{INDENT}{args.timeline}")
         print(f"`kubenexus timeline -n {NAMESPACE} -o FILE` draws it for any cluster.")
 
 

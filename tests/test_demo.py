@@ -160,7 +160,7 @@ def test_the_timeline_picture_draws_every_gang_member(run):
     assert sorted(drawn) == sorted(p["metadata"]["name"] for p in run.pods if gang_of(p))
     assert sorted(re.findall(r'<g class="gang" data-gang="([^"]+)"', page)) == ["bert", "giant", "resnet",
                                                                                "spark-pi"]
-    assert any(line.startswith(f"The timeline picture: {run.picture} ") for line in run.lines)
+    assert f"{demo.INDENT}{run.picture}" in run.lines
 
 
 def test_keep_leaves_the_cluster_running_for_kubectl(run):
