@@ -26,6 +26,7 @@ from controller.topology import Request, Roles, never_fits_request
 GangShape = tuple[int, frozenset[tuple[tuple[frozenset[str], tuple[tuple[str, Decimal], ...], frozenset[HostPort]],
                                        int]], Request, frozenset[tuple[tuple[str, str], int]]]
 _NEVER_LIMIT = 10_000  # cached never-fits answers, then start over
+_ALLOCATABLE_SETS = 16  # node lists kept for never-fits proofs, then start over
 
 
 class Feasibility:
@@ -39,6 +40,8 @@ class Feasibility:
         self._kinds: dict[str, list[NodeView]] = {}  # nodes by kind, as of _version
         self._never: dict[tuple[GangKey, GangShape], str | None] = {}
         self._fits_somewhere: set[GangShape] = set()  # gang shapes proven able to fit on an otherwise empty cluster
+        self._allocatables: dict[frozenset[frozenset[str]], list[NodeFree]] = {}  # see ``_allocatable``
+        self._allocatable_version = (-1, -1)
 
     def nodes(self, key: str, spec: Mapping[str, Any], usage: Mapping[str, Decimal]) -> frozenset[str]:
         """The nodes that pass every filter for members of this placement key; evaluated once per node kind (nodes
@@ -101,9 +104,7 @@ class Feasibility:
         homeless = next((m for m in members if not m.nodes), None)
         if homeless is not None:
             return f"member {homeless.name} can run on no node: {no_node_of(homeless) or 'no node passes its filters'}"
-        shape: GangShape = (self.state.shape_version, frozenset(Counter(
-            (m.nodes, tuple(sorted(m.requests.items())), m.host_ports) for m in members).items()),
-            request, frozenset(Counter((roles or {}).values()).items()))
+        shape = self._shape(members, request, roles)
         if shape in self._fits_somewhere:  # another gang of this shape was proven able to fit: so is this one
             return None
         signature = (key, shape)
@@ -111,14 +112,36 @@ class Feasibility:
             if len(self._never) > _NEVER_LIMIT:
                 self._never.clear()
                 self._fits_somewhere.clear()
-            names = sorted(set().union(*{m.nodes for m in members}))
-            state = self.state
-            nodes = [NodeFree(n, subtract(state.nodes[n].allocatable, state.permanent(n)), state.permanent_ports(n))
-                     for n in names if n in state.nodes]
-            reason = never_fits(members, nodes)
-            if reason is None and request:
-                reason = never_fits_request(members, nodes, state.labeller, request, roles or {})
+            nodes = self._allocatable(members)
+            plain = self._shape(members) if request else shape  # a topology only narrows where the gang may go
+            reason = None if plain in self._fits_somewhere else never_fits(members, nodes)
+            if reason is None:
+                self._fits_somewhere.add(plain)
+                if request:
+                    reason = never_fits_request(members, nodes, self.state.labeller, request, roles or {})
             self._never[signature] = reason
             if reason is None:
                 self._fits_somewhere.add(shape)
         return self._never[signature]
+
+    def _shape(self, members: Sequence[Member], request: Request = (), roles: Roles | None = None) -> GangShape:
+        return (self.state.shape_version, frozenset(Counter(
+            (m.nodes, tuple(sorted(m.requests.items())), m.host_ports) for m in members).items()),
+            request, frozenset(Counter((roles or {}).values()).items()))
+
+    def _allocatable(self, members: Sequence[Member]) -> list[NodeFree]:
+        """The members' nodes with only what never leaves subtracted (DaemonSet and static pods and their ports),
+        in name order; kept per set of node sets while no node's allocatable or permanent usage changes (gangs of
+        many shapes share their nodes)."""
+        sets = frozenset({m.nodes for m in members})
+        version = (self.state.shape_version, self.state.static_version)
+        if self._allocatable_version != version or len(self._allocatables) > _ALLOCATABLE_SETS:
+            self._allocatable_version = version
+            self._allocatables.clear()
+        found = self._allocatables.get(sets)
+        if found is None:
+            state = self.state
+            found = self._allocatables[sets] = [
+                NodeFree(n, subtract(state.nodes[n].allocatable, state.permanent(n)), state.permanent_ports(n))
+                for n in sorted(set().union(*sets)) if n in state.nodes]
+        return found

@@ -6,6 +6,7 @@ every node, and the few nodes to try before all of them).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from controller.bookkeeping import Gang, HeldRoom
 from controller.capacity import subtract
@@ -17,7 +18,7 @@ from controller.predicates import HostPort, gang_member_port
 from controller.problem import Member, NodeFree, Unplaceable, no_node_of
 from controller.rooms import RoomIndex, Rooms, Shape, prefix
 from controller.state import ClusterState
-from controller.topology import Request, TopologyPlan, anchored, domains_used, plan_request
+from controller.topology import DomainTable, Request, TopologyPlan, anchored, domains_used, plan_in_table, plan_request
 from gang.resources import Resources
 
 _NO_PORTS: frozenset[HostPort] = frozenset()
@@ -112,37 +113,51 @@ class Fitting:
                       limits: Mapping[str, Resources] | None, request: Request) -> TopologyPlan:
         """``plan_request`` over the nodes some member may use (only labelled ones for a whole-gang request), as
         ``gang`` sees them; a preferred gang that fits in no few domains is planned anywhere (``plan_guided``)."""
+        demand: dict[RoomIndex, list[Member]] = {}
         if not any(m.host_ports for m in members):
-            no_room = self._rooms_say_no(*self._demand(members, shapes), len(members))
+            demand, shapes_of = self._demand(members, shapes)
+            no_room = self._rooms_say_no(demand, shapes_of, len(members))
             if no_room is not None:  # not even the whole cluster has room now: no domain has
                 return TopologyPlan(no_room)
         labeller = self.state.labeller
-        names = usable(members)
+
+        def view(nodes: Sequence[NodeFree]) -> list[NodeFree]:
+            return self.nodes(gang, [node.name for node in nodes], held, limits)
+
+        def solve(chosen: Sequence[Member], nodes: Sequence[NodeFree]) -> PlanResult:
+            return self._guided(chosen, demand, [node.name for node in nodes], gang, held, limits)
+
         if request[0].whole:
-            label = labeller(request[0].key)
-            names = [name for name in names if name in label]
-        found = plan_request(members, self._free_now(names), labeller, request,
-                             {} if request[0].whole else self.roles(gang),
-                             view=lambda nodes: self.nodes(gang, [node.name for node in nodes], held, limits))
+            table = self._table(members, request[0].key)
+            if demand:
+                table = replace(table, room=lambda names: _room(demand, names))
+            found = plan_in_table(members, table, request[0], solve)
+        else:
+            found = plan_request(members, [self._free_now(name) for name in usable(members)], labeller, request,
+                                 self.roles(gang), view=view)
         if not found.fallback:
             return found
         anywhere = self.plan_guided(members, shapes, gang, held, limits)
         return TopologyPlan(anywhere, domains_used(anywhere.placement or {}, labeller(request[0].key)))
 
-    def _free_now(self, names: Sequence[str]) -> list[NodeFree]:
-        """The nodes with the state's free capacity, for a topology's sums and order. Kept per node: the state
+    def _table(self, members: Sequence[Member], key: str) -> DomainTable:
+        """The domains of label ``key`` cut to the nodes some member may use, with their free totals (kept by the
+        state: no walk over the nodes)."""
+        sets = {m.nodes for m in members}  # interned: one per placement key
+        reach = next(iter(sets)) if len(sets) == 1 else frozenset().union(*sets)
+        sums = self.state.domain_sums(key, reach)
+        return DomainTable(sums.nodes, self._free_now, sums.totals, reach, sums.total)
+
+    def _free_now(self, name: str) -> NodeFree:
+        """The node with the state's free capacity, for a topology's sums and order. Kept per node: the state
         updates its dicts in place, so a node is wrapped again only when its dict is replaced."""
-        state, kept = self.state, self._now
-        if len(kept) > 2 * len(state.nodes) + 64:
-            kept.clear()
-        result = []
-        for name in names:
-            free = state.free(name)
-            node = kept.get(name)
-            if node is None or node.free is not free:
-                node = kept[name] = NodeFree(name, free, _NO_PORTS)  # the state's own dict: only read
-            result.append(node)
-        return result
+        free = self.state.free(name)
+        node = self._now.get(name)
+        if node is None or node.free is not free:
+            if len(self._now) > 2 * len(self.state.nodes) + 64:
+                self._now.clear()
+            node = self._now[name] = NodeFree(name, free, _NO_PORTS)  # the state's own dict: only read
+        return node
 
     def anchored(self, members: Sequence[Member], gang: Gang, request: Request) -> list[Member]:
         """``anchored``: members of a started gang only on the domain their unit runs in."""
@@ -163,7 +178,13 @@ class Fitting:
             return no_room
         sets = {m.nodes for m in members}  # interned: one per placement key
         order = self.rooms.sorted_nodes(next(iter(sets)) if len(sets) == 1 else frozenset().union(*sets))
-        names = prefix(order, {index: len(group) for index, group in demand.items()})
+        return self._guided(members, demand, order, gang, held, limits)
+
+    def _guided(self, members: Sequence[Member], demand: Mapping[RoomIndex, list[Member]], order: Sequence[str],
+                gang: Gang, held: HeldRoom, limits: Mapping[str, Resources] | None) -> PlanResult:
+        """``plan`` over the nodes of ``order`` as ``gang`` sees them: first over the fewest that the room indexes
+        of ``demand`` say have room for every member, then (no ``demand``, or that failed) over all of them."""
+        names = prefix(order, {index: len(group) for index, group in demand.items()}) if demand else []
         if names and len(names) < len(order):
             found = plan(members, self.nodes(gang, names, held, limits))
             if found.fits:
@@ -212,6 +233,20 @@ class Fitting:
             if quantity > 0 and self.rooms.index((shape[0], ((resource, quantity),)), nodes).slots(slots + 1) <= slots:
                 return resource
         return ""
+
+
+def _room(demand: Mapping[RoomIndex, list[Member]], names: Sequence[str]) -> bool:
+    """The nodes have room for every member of ``demand``, each room index's members counted alone (an upper bound:
+    ``RoomIndex.slots`` over these nodes)."""
+    for index, group in demand.items():
+        count, slots = len(group), 0
+        for name in names:
+            slots += min(index.room_of(name), count)
+            if slots >= count:
+                break
+        else:
+            return False
+    return True
 
 
 def _expected_name(gang: Gang, index: int) -> str:

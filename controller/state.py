@@ -24,10 +24,67 @@ from controller.predicates import HostPort
 from gang.resources import Resources
 
 _ZERO = Decimal(0)
-_LABEL_KEYS = 64  # topology label keys whose node values are kept, then start over
+_LABEL_KEYS = 64  # topology label keys whose domains are kept, then start over
+_REACHES = 16  # per label key, the node sets whose domain sums are kept current, then start over
 # What a pod takes from others: its charge (node, bound or not, usage, ports) and its nomination (node, priority,
 # usage); a change in either may free room.
 _Footprint = tuple[tuple[str, bool, Resources, frozenset[HostPort]] | None, tuple[str, int, Resources] | None]
+
+
+@dataclass(frozen=True)
+class DomainSums:
+    """The domains of one label key as the nodes of one reach (the nodes some gang's members may use) cut them:
+    each domain's nodes in reach, by name, and the sum of their free capacity per resource."""
+
+    reach: frozenset[str]
+    nodes: dict[str, list[str]]  # domain -> its nodes in reach, by name
+    totals: dict[str, dict[str, Decimal]]  # domain -> resource -> free on those nodes, summed
+    total: dict[str, Decimal]  # resource -> free on every domain's nodes in reach, summed
+
+
+class Domains:
+    """The domains of one node label key: each labelled node's value (its domain), each domain's nodes by name,
+    and their free totals per reach asked for (``sums``). Built once per node-shape version; the sums are kept
+    current with every charge (``ClusterState``), so a topology's plan never walks every node to add them up."""
+
+    def __init__(self, key: str, nodes: Mapping[str, NodeView]) -> None:
+        self.label = {name: value for name, view in nodes.items() if (value := view.info.labels.get(key)) is not None}
+        self.nodes: dict[str, list[str]] = {}  # domain -> its nodes, by name
+        for name in sorted(self.label):
+            self.nodes.setdefault(self.label[name], []).append(name)
+        self._sums: dict[frozenset[str], DomainSums] = {}
+
+    def sums(self, reach: frozenset[str], free: Mapping[str, Resources]) -> DomainSums:
+        """The domains cut to ``reach``, with their totals (summed once, then kept current by ``shift``)."""
+        found = self._sums.get(reach)
+        if found is None:
+            if len(self._sums) >= _REACHES:
+                self._sums.clear()
+            cut: dict[str, list[str]] = {}
+            totals: dict[str, dict[str, Decimal]] = {}
+            for domain, names in self.nodes.items():
+                inside = names if reach.issuperset(names) else [name for name in names if name in reach]
+                if inside:
+                    cut[domain] = inside
+                    sums: dict[str, Decimal] = {}
+                    for name in inside:
+                        for resource, amount in free.get(name, {}).items():
+                            sums[resource] = sums.get(resource, _ZERO) + amount
+                    totals[domain] = sums
+            everything: dict[str, Decimal] = {}
+            for sums in totals.values():
+                _add(everything, sums, 1)
+            found = self._sums[reach] = DomainSums(reach, cut, totals, everything)
+        return found
+
+    def shift(self, node: str, usage: Resources, sign: int) -> None:
+        """The node's free capacity grew (sign 1) or shrank (sign -1) by ``usage``."""
+        domain = self.label.get(node)
+        if domain is not None:
+            for sums in self._sums.values():
+                if node in sums.reach:
+                    _add(sums.totals[domain], usage, sign)
+                    _add(sums.total, usage, sign)
 
 
 @dataclass(frozen=True)
@@ -86,7 +143,8 @@ class ClusterState:
         self._nominated: dict[str, dict[str, tuple[int, Resources]]] = {}
         self._charged_at: dict[str, str] = {}  # uid -> node it is charged to
         self.shape_version = 0  # bumps when static feasibility of any node may have changed
-        self._labels: dict[str, tuple[int, dict[str, str]]] = {}  # per label key: (shape_version, node -> value)
+        self.static_version = 0  # bumps when a node's allocatable or what never leaves it (permanent pods) changes
+        self._domains: dict[str, Domains] = {}  # per topology label key, under the current shape_version
         self.version = 0  # bumps on every change
         self.freed = 0  # bumps when room may have grown anywhere: a decision "not yet" may have changed
         self.gang_versions: dict[GangKey, int] = {}  # the version at which a member of the gang last changed
@@ -99,10 +157,15 @@ class ClusterState:
         old = self.nodes.get(view.name)
         self.nodes[view.name] = view
         if old is None or old.shape != view.shape:
-            self.shape_version += 1
+            self._reshaped()
             self.freed += 1
         if old is None or old.allocatable != view.allocatable:
-            self._free[view.name] = subtract(view.allocatable, self._charged.get(view.name, {}))
+            self.static_version += 1
+            before = self._free.get(view.name, {})
+            free = self._free[view.name] = subtract(view.allocatable, self._charged.get(view.name, {}))
+            for domains in self._domains.values():
+                domains.shift(view.name, before, -1)
+                domains.shift(view.name, free, 1)
             self.dirty.add(view.name)
             self.freed += 1
         self.version += 1
@@ -111,8 +174,13 @@ class ClusterState:
         if self.nodes.pop(name, None) is not None:
             self._free.pop(name, None)
             self.dirty.add(name)
-            self.shape_version += 1
+            self._reshaped()
             self.version += 1
+
+    def _reshaped(self) -> None:
+        """Static feasibility of some node may have changed: node shapes, labels, the set of nodes."""
+        self.shape_version += 1
+        self._domains.clear()
 
     # --- pods ------------------------------------------------------------------------------------
 
@@ -218,6 +286,7 @@ class ClusterState:
         if pod.nominated and not pod.node and not pod.terminal:
             self._nominated.setdefault(pod.nominated, {})[pod.uid] = (pod.priority, pod.usage)
         if pod.permanent and pod.node and not pod.terminal:
+            self.static_version += 1
             _shift(self._permanent, pod.node, pod.usage, 1)
             self._permanent_ports.setdefault(pod.node, Counter()).update(pod.ports)
             self._permanent_port_sets.pop(pod.node, None)
@@ -246,6 +315,7 @@ class ClusterState:
                 if not nominated:
                     del self._nominated[pod.nominated]
         if pod.permanent and pod.node and not pod.terminal:
+            self.static_version += 1
             _shift(self._permanent, pod.node, pod.usage, -1)
             self._permanent_ports[pod.node].subtract(pod.ports)
             self._permanent_port_sets.pop(pod.node, None)
@@ -261,6 +331,8 @@ class ClusterState:
             _shift(self._unbound, node, pod.usage, 1)
         if node in self._free:
             _shift(self._free, node, pod.usage, -1)
+            for domains in self._domains.values():
+                domains.shift(node, pod.usage, -1)
         if pod.ports:
             self._ports.setdefault(node, Counter()).update(pod.ports)
             self._port_sets.pop(node, None)
@@ -275,6 +347,8 @@ class ClusterState:
             _shift(self._unbound, node, pod.usage, -1)
         if node in self._free:
             _shift(self._free, node, pod.usage, 1)
+            for domains in self._domains.values():
+                domains.shift(node, pod.usage, 1)
         if pod.ports:
             self._ports[node].subtract(pod.ports)
             self._port_sets.pop(node, None)
@@ -339,18 +413,31 @@ class ClusterState:
     def labeller(self, key: str) -> Mapping[str, str]:
         """Each labelled node's value of label ``key`` (its topology domain), kept until a node's shape changes.
         The state's own dict: read it, never keep or change it."""
-        cached = self._labels.get(key)
-        if cached is None or cached[0] != self.shape_version:
-            if len(self._labels) > _LABEL_KEYS:
-                self._labels.clear()
-            cached = self._labels[key] = (self.shape_version, {
-                name: value for name, view in self.nodes.items() if (value := view.info.labels.get(key)) is not None})
-        return cached[1]
+        return self.domains(key).label
+
+    def domains(self, key: str) -> Domains:
+        """The domains of label ``key``, kept until a node's shape changes; ``Domains.sums(reach, free)`` with the
+        state's ``_free`` through ``domain_sums``."""
+        found = self._domains.get(key)
+        if found is None:
+            if len(self._domains) >= _LABEL_KEYS:
+                self._domains.clear()
+            found = self._domains[key] = Domains(key, self.nodes)
+        return found
+
+    def domain_sums(self, key: str, reach: frozenset[str]) -> DomainSums:
+        """The domains of label ``key`` cut to the nodes of ``reach``, with their free totals kept current. The
+        state's own object, updated in place by later events: read it, never keep or change it."""
+        return self.domains(key).sums(reach, self._free)
 
 
 def _shift(table: dict[str, Resources], node: str, usage: Resources, sign: int) -> None:
     """table[node] += usage (sign 1) or -= usage (sign -1), in place: one pod event must not copy the node's totals."""
-    totals = table.setdefault(node, {})
+    _add(table.setdefault(node, {}), usage, sign)
+
+
+def _add(totals: dict[str, Decimal], usage: Resources, sign: int) -> None:
+    """totals += usage (sign 1) or -= usage (sign -1), in place."""
     for name, value in usage.items():
         totals[name] = totals.get(name, _ZERO) + (value if sign > 0 else -value)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 from controller.explain import amount_text
@@ -122,32 +122,60 @@ def domains_of(nodes: Sequence[NodeFree], label: Labels) -> dict[str, list[NodeF
     return found
 
 
+@dataclass(frozen=True)
+class DomainTable:
+    """A gang's domains as its caller keeps them: each domain's nodes by name (in the planner's order), the node
+    with its free capacity by name (looked up only for the domains a plan or slot count needs), and the free totals
+    per resource of the domains whose caller already has them (the others are summed here)."""
+
+    names: Mapping[str, Sequence[str]]
+    node: Callable[[str], NodeFree]
+    totals: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)
+    reach: frozenset[str] | None = None  # the node set the table was cut to (each domain has a node of it), if any
+    total: Mapping[str, Decimal] | None = None  # the totals of every domain, summed, if the caller keeps them
+    # Whether some nodes (by name) have room for each shape of the gang's members counted alone, from what the
+    # caller keeps (room indexes); else counted here from each node's free capacity.
+    room: Callable[[Sequence[str]], bool] | None = None
+
+
+def table_of(nodes: Sequence[NodeFree], label: Labels) -> DomainTable:
+    """The domains of ``nodes`` (nodes without the label are in none), nothing summed yet."""
+    by_name = {node.name: node for node in nodes}
+    return DomainTable({d: [n.name for n in ns] for d, ns in domains_of(nodes, label).items()}, by_name.__getitem__)
+
+
 def plan_in_domains(members: Sequence[Member], nodes: Sequence[NodeFree], label: Labels, topology: Topology,
                     solve: Solve = plan, view: View | None = None) -> TopologyPlan:
+    """``plan_in_table`` over the domains of ``nodes``."""
+    return plan_in_table(members, table_of(nodes, label), topology, solve, view)
+
+
+def plan_in_table(members: Sequence[Member], table: DomainTable, topology: Topology, solve: Solve = plan,
+                  view: View | None = None) -> TopologyPlan:
     """A plan within one domain (the tightest that fits); for a preferred gang, else within the fewest of the
     largest domains tried, else ``fallback``. A required gang's "not yet" names the best domain's shortfall.
 
-    Sums and order come from ``nodes``, each plan is made on ``view`` of a domain's nodes (a big cluster's nodes
+    Sums and order come from the table, each plan is made on ``view`` of a domain's nodes (a big cluster's nodes
     are not all seen as the gang sees them for every gang). The planner only uses the nodes it is given, so members
     need not be cut down to a domain's nodes."""
     seen: View = view or _same
-    domains = _Domains(members, domains_of(nodes, label))
+    domains = _Domains(members, table)
     order = domains.tightest_first()
     for name in order:
         if domains.holds(name):
-            found = solve(members, seen(domains.nodes[name]))
+            found = solve(members, seen(domains.nodes(name)))
             if found.fits:
                 return TopologyPlan(found, (name,))
     if not topology.required:
         return _widened(members, domains, lambda chosen, nodes: solve(chosen, seen(nodes)))
-    if not domains.nodes:
+    if not domains.names:
         return TopologyPlan(PlanResult(None, 0, _no_domain(members, topology)))
     best_name, best = "", PlanResult(None, -1, "")
     for name in sorted(domains.largest_first()[:_SHORTFALL_DOMAINS], key=order.index):
-        found = solve(members, seen(domains.nodes[name]))
+        found = solve(members, seen(domains.nodes(name)))
         if found.placed_max > best.placed_max:
             best_name, best = name, found
-    count = len(domains.nodes)
+    count = len(domains.names)
     of = f"the best of the {_SHORTFALL_DOMAINS} largest of {count}" if count > _SHORTFALL_DOMAINS else ""
     reason = (f"no {topology.key} domain has room for the whole gang now: {of + ', ' if of else ''}{best_name} has "
               f"room for {best.placed_max} of {len(members)} members ({best.shortfall})")
@@ -160,13 +188,13 @@ def never_fits_in_domains(members: Sequence[Member], allocatable: Sequence[NodeF
     Only a required topology can make a gang never fit: a preferred one falls back to any placement."""
     if not topology.required:
         return None
-    domains = _Domains(members, domains_of(allocatable, label))
-    if not domains.nodes:
+    domains = _Domains(members, table_of(allocatable, label))
+    if not domains.names:
         return _no_domain(members, topology) + ", even with nothing else running"
     largest = domains.largest_first()
     reasons = {}
     for name in largest:  # the largest first: the likeliest to hold it
-        reason = never_fits(members, domains.nodes[name])
+        reason = never_fits(members, domains.nodes(name))
         if reason is None:
             return None
         reasons[name] = reason
@@ -262,13 +290,14 @@ class _UnitSearch:
         topology = unit.topology
         taken = {domain for t, domain in chosen if t == topology and topology.exclusive}
         current = [nodes[name] for name in self.order]
-        domains = _Domains(unit.members, {d: ns for d, ns in domains_of(current, self.labels[topology.key]).items()
-                                          if d not in taken})
+        table = table_of(current, self.labels[topology.key])
+        domains = _Domains(unit.members, replace(table, names={d: ns for d, ns in table.names.items()
+                                                              if d not in taken}))
         for domain in domains.tightest_first():
             if not domains.holds(domain) or self.tried >= self.budget:
                 continue
             self.tried += 1
-            found = self.solve(unit.members, domains.nodes[domain])
+            found = self.solve(unit.members, domains.nodes(domain))
             if found.placement is None:
                 self._fail(len(placement) + found.placed_max, unit.text(), f"{topology.key} domain {domain}: "
                                                                         f"{found.shortfall}")
@@ -277,7 +306,7 @@ class _UnitSearch:
                               [*chosen, (topology, domain)])
             if deeper is not None:
                 return deeper
-        if not domains.nodes or not self.failed:
+        if not domains.names or not self.failed:
             self._fail(len(placement), unit.text(), f"no {topology.key} domain"
                        f"{' left for it' if taken else ''} has room for it now")
         return None
@@ -367,56 +396,69 @@ def _charged(nodes: Mapping[str, NodeFree], members: Sequence[Member], placement
 
 class _Domains:
     """The candidate domains of a gang (a node for every member, every pinned member's node) with their free totals
-    in the resources it requests, summed once."""
+    in the resources it requests (the table's, else summed once); nodes are looked up per domain when needed."""
 
-    def __init__(self, members: Sequence[Member], domains: Mapping[str, list[NodeFree]]) -> None:
+    def __init__(self, members: Sequence[Member], table: DomainTable) -> None:
         self.demand = _demand(members)
         memo: dict[int, tuple[Mapping[str, Decimal], dict[str, Decimal]]] = {}
         self.shapes = Counter(tuple(sorted(member_requests(m, memo).items())) for m in members)
-        self.nodes: dict[str, list[NodeFree]] = {}
-        self.totals: dict[str, dict[str, Decimal]] = {}
+        self.names: dict[str, Sequence[str]] = {}
+        self.totals: dict[str, Mapping[str, Decimal]] = {}  # read with .get: a table's totals may lack a resource
+        self._node = table.node
+        self._room = table.room
+        self._nodes: dict[str, list[NodeFree]] = {}
         pinned = {m.pinned for m in members if m.pinned is not None}
-        sets = {m.nodes for m in members if m.pinned is None}  # interned: mostly one per placement key
-        resources = list(self.demand)
-        for name, nodes in domains.items():
-            if pinned and not pinned <= {node.name for node in nodes}:
+        # interned: mostly one per placement key; a table cut to a set has a node of it in every domain
+        sets = [s for s in {m.nodes for m in members if m.pinned is None} if s is not table.reach]
+        for name, names in table.names.items():
+            if pinned and not pinned <= set(names):
                 continue
-            if not all(any(node.name in allowed for node in nodes) for allowed in sets):
+            if sets and not all(any(node in allowed for node in names) for allowed in sets):
                 continue
-            self.nodes[name] = nodes
-            totals = self.totals[name] = dict.fromkeys(resources, _ZERO)
-            for resource in resources:
-                totals[resource] = sum([node.free.get(resource, _ZERO) for node in nodes], _ZERO)
-        self.dominant = self._dominant()
+            self.names[name] = names
+            known = table.totals.get(name)
+            self.totals[name] = known if known is not None else {r: _free(self.nodes(name), r) for r in self.demand}
+        self.dominant = self._dominant(table.total if len(self.names) == len(table.names) else None)
 
-    def _dominant(self) -> str:
-        """The resource the gang needs most of, as a share of the candidate domains' free total; ties by name."""
+    def nodes(self, name: str) -> list[NodeFree]:
+        """The domain's nodes with their free capacity (looked up once)."""
+        found = self._nodes.get(name)
+        if found is None:
+            found = self._nodes[name] = [self._node(node) for node in self.names[name]]
+        return found
+
+    def _dominant(self, known: Mapping[str, Decimal] | None) -> str:
+        """The resource the gang needs most of, as a share of the candidate domains' free total (``known``, else
+        summed here); ties by name."""
         def share(resource: str) -> tuple[Decimal, str]:
-            total = sum((totals[resource] for totals in self.totals.values()), Decimal(0))
+            total = (known.get(resource, _ZERO) if known is not None
+                     else sum((totals.get(resource, _ZERO) for totals in self.totals.values()), _ZERO))
             return (self.demand[resource] / total if total > 0 else Decimal("Infinity")), resource
 
         return max(self.demand, key=share) if self.demand else ""
 
-    def left(self, name: str) -> Decimal:
-        """What the domain would have left in the dominant resource."""
-        return self.totals[name][self.dominant] - self.demand[self.dominant] if self.dominant else Decimal(0)
-
     def holds(self, name: str) -> bool:
         """The domain's sums hold the gang, and its nodes have room for each shape of member counted alone
         (necessary, not sufficient; sufficient for a gang of identical members without host ports)."""
-        if not all(self.totals[name][r] >= value for r, value in self.demand.items()):
+        totals = self.totals[name]
+        if not all(totals.get(r, _ZERO) >= value for r, value in self.demand.items()):
             return False
-        return all(_slots(self.nodes[name], requests, count) >= count for requests, count in self.shapes.items())
+        if self._room is not None:
+            return self._room(self.names[name])
+        return all(_slots(self.nodes(name), requests, count) >= count for requests, count in self.shapes.items())
 
     def tightest_first(self) -> list[str]:
-        return sorted(self.nodes, key=lambda name: (self.left(name), name))
+        """By what each domain would have left in the dominant resource (its total there, less a constant)."""
+        totals, dominant = self.totals, self.dominant
+        return sorted(self.names, key=lambda name: (totals[name].get(dominant, _ZERO), name))
 
     def largest_first(self) -> list[str]:
-        return sorted(self.nodes, key=lambda name: (-self.left(name), name))
+        totals, dominant = self.totals, self.dominant
+        return sorted(self.names, key=lambda name: (-totals[name].get(dominant, _ZERO), name))
 
     def capacity_text(self, name: str) -> str:
-        amounts = ", ".join(amount_text(self.totals[name][r], r) for r in sorted(self.demand))
-        return f"{len(self.nodes[name])} node(s) with {amounts}"
+        amounts = ", ".join(amount_text(self.totals[name].get(r, _ZERO), r) for r in sorted(self.demand))
+        return f"{len(self.names[name])} node(s) with {amounts}"
 
 
 def within(members: Sequence[Member], nodes: Iterable[str]) -> list[Member]:
@@ -465,11 +507,11 @@ def _widened(members: Sequence[Member], domains: _Domains, solve: Solve) -> Topo
     tried = 0
     for count, name in enumerate(largest, start=1):
         for resource in running:
-            running[resource] += domains.totals[name][resource]
+            running[resource] += domains.totals[name].get(resource, _ZERO)
         if count < 2 or any(running[r] < value for r, value in domains.demand.items()):
             continue
         chosen = largest[:count]
-        found = solve(members, [node for domain in chosen for node in domains.nodes[domain]])
+        found = solve(members, [node for domain in chosen for node in domains.nodes(domain)])
         if found.fits:
             return TopologyPlan(found, tuple(sorted(chosen)))
         tried += 1
