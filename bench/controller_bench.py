@@ -802,6 +802,7 @@ class Row:
     unit: str
     goal: float | None = None
     note: str = ""
+    cpu: float | None = None  # the median CPU seconds of the passes measured, where a ratio is shown
 
     @property
     def verdict(self) -> str:
@@ -826,7 +827,7 @@ def bench_decision(world: World, gang: Gang, label: str, repeat: int, goal: bool
             note = decision.reason
             cold.append(seconds)
             unrelease(world, engine, [gang])
-        cold_cpu = _cpu_note(repeat)
+        cold_cpu, cold_seconds = _cpu_note(repeat), median(CPU[-repeat:])
         engine = world.engine()
         engine.cycle(NOW)
         unrelease(world, engine, [gang])
@@ -841,8 +842,9 @@ def bench_decision(world: World, gang: Gang, label: str, repeat: int, goal: bool
     finally:
         remove_gang(world, gang)
     limit = GOALS["decision_ms"] if goal else None
-    return [Row("1 decision", f"{label}, cold", median(cold) * 1e3, "ms", limit, f"{cold_cpu}; {note}"),
-            Row("1 decision", f"{label}, warm", median(warm) * 1e3, "ms", limit, _cpu_note(repeat))]
+    return [Row("1 decision", f"{label}, cold", median(cold) * 1e3, "ms", limit, f"{cold_cpu}; {note}", cold_seconds),
+            Row("1 decision", f"{label}, warm", median(warm) * 1e3, "ms", limit, _cpu_note(repeat),
+                median(CPU[-repeat:]))]
 
 
 def bench_status(world: World, gang: Gang, repeat: int) -> list[Row]:
@@ -1470,7 +1472,7 @@ def bench_pending(world: World, counts: list[tuple[int, float]], topology: bool 
                 waiting = sum(1 for d in cycle.gangs if d.decision == Verdict.WAIT)
                 rows.append(Row(section, label, seconds * 1e3, "ms", None,
                                 f"{_cpu_note(1)}; {released} released, {waiting} waiting; "
-                                f"{seconds / count * 1e3:,.1f} ms per pending gang"))
+                                f"{seconds / count * 1e3:,.1f} ms per pending gang", CPU[-1]))
         finally:
             unrelease(world, engine, gangs)
             for gang in gangs:
@@ -1478,6 +1480,7 @@ def bench_pending(world: World, counts: list[tuple[int, float]], topology: bool 
     return rows
 
 
+TOPOLOGY_RATIO = 1.2  # a pass with topology requests against the same pass without, in CPU time
 TOPOLOGY_ZONE = "kubenexus.example.com/zone"
 TOPOLOGY_RACK = "kubenexus.example.com/rack"
 
@@ -1508,7 +1511,25 @@ def bench_topology(world: World, gang_size: int, repeat: int, pending: list[tupl
         rows += measured
     rows += bench_pending(world, pending, False, "6 topology")
     rows += bench_pending(world, pending, True, "6 topology")
-    return rows
+    return rows + topology_ratios(rows)
+
+
+def topology_ratios(rows: list[Row]) -> list[Row]:
+    """Each pass with topology against the same pass without, in CPU time (wall time drifts with the machine's
+    load): the issue's "same pass budget as today", read as at most ``TOPOLOGY_RATIO`` times, for every pass but
+    the big gang's warm one (its goal is the absolute one)."""
+    by_what = {row.what: row for row in rows}
+    ratios = []
+    for row in rows:
+        if "(mixed topology)" not in row.what and "topology-required" not in row.what:
+            continue
+        base = by_what.get(row.what.replace(" (mixed topology)", "").replace("topology-required: zone", "no topology"))
+        if base is None or base.cpu is None or row.cpu is None:
+            continue  # a pass stopped at its time limit
+        goal = None if "topology-required" in row.what and row.what.endswith("warm") else TOPOLOGY_RATIO
+        ratios.append(Row("6 topology", f"{row.what}: CPU with / without topology", row.cpu / base.cpu, "x", goal,
+                          f"CPU {row.cpu * 1e3:,.0f} ms / {base.cpu * 1e3:,.0f} ms"))
+    return ratios
 
 
 # =============================================================================================================
