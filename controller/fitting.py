@@ -111,8 +111,10 @@ class Fitting:
 
     def plan_topology(self, members: list[Member], shapes: list[Shape], gang: Gang, held: HeldRoom,
                       limits: Mapping[str, Resources] | None, request: Request) -> TopologyPlan:
-        """``plan_request`` over the nodes some member may use (only labelled ones for a whole-gang request), as
-        ``gang`` sees them; a preferred gang that fits in no few domains is planned anywhere (``plan_guided``)."""
+        """``plan_in_table`` over the state's domains cut to the nodes some member may use (a whole-gang request:
+        sums kept by the state, slot bounds and each domain's plan guided by the room indexes), ``plan_request`` for
+        per-role and exclusive units, as ``gang`` sees the nodes; a preferred gang that fits in no few domains is
+        planned anywhere (``plan_guided``)."""
         demand: dict[RoomIndex, list[Member]] = {}
         if not any(m.host_ports for m in members):
             demand, shapes_of = self._demand(members, shapes)

@@ -10,9 +10,11 @@ nodes it may use and words the outcome.
 
 Which domain: the tightest that fits, so that big domains stay free for big gangs. Tightness is the free capacity
 a domain would have left in the gang's dominant resource (the one it needs most of, as a share of the candidate
-domains' free total), summed over the domain's nodes; ties by name. Domains whose sums cannot hold the gang are
-skipped without planning; when no domain fits, the few largest are planned, so that the reason names the best
-one's shortfall (planning every domain of a big cluster for every waiting gang would cost the pass too much).
+domains' free total), summed over the domain's nodes; ties by name. Domains whose sums or slot counts cannot hold
+the gang are skipped without planning; when no domain fits, the few largest are planned, so that the reason names
+the best one's shortfall (planning every domain of a big cluster for every waiting gang would cost the pass too
+much). The controller hands in its domains as a ``DomainTable`` whose sums its state keeps current with every
+charge (``ClusterState.domain_sums``), so a decision never walks every node of the gang to add them up.
 """
 
 from __future__ import annotations
