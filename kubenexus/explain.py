@@ -8,28 +8,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 import yaml
 
 from gang.config import ConfigError, load_config
 from gang.objects import MemorySource
+from kubenexus.errors import CommandError, opened
+from kubenexus.output import add_output, dump
 from webhook.review import BadRequest, admit_pod
 
 
-class InputError(ValueError):
-    """A file could not be read or does not hold what it should; the message says which."""
-
-
 def _documents(path: str) -> list[Any]:
-    try:
-        with open(path, encoding="utf-8") as handle:
+    with opened(path) as handle:
+        try:
             docs = [d for d in yaml.safe_load_all(handle) if d is not None]
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path} is not valid YAML: {exc}") from None
+        except yaml.YAMLError as exc:
+            raise CommandError(f"{path} is not valid YAML: {' '.join(str(exc).split())}") from None
     objects: list[Any] = []
     for doc in docs:
         if isinstance(doc, dict) and isinstance(doc.get("kind"), str) and doc["kind"].endswith("List"):
@@ -40,7 +35,7 @@ def _documents(path: str) -> list[Any]:
     for obj in objects:
         if (not isinstance(obj, dict) or not obj.get("kind") or not obj.get("apiVersion")
                 or not isinstance(obj.get("metadata") or {}, dict)):
-            raise InputError(f"{path}: every document must be a Kubernetes object with apiVersion and kind")
+            raise CommandError(f"{path}: every document must be a Kubernetes object with apiVersion and kind")
     return objects
 
 
@@ -92,27 +87,32 @@ def _print_text(result: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.pod == "-" and args.objects == "-":
+        raise CommandError("only one of --pod and --objects can be read from stdin (-)")
+    pods = _documents(args.pod)
+    if len(pods) != 1 or pods[0].get("kind") != "Pod":
+        raise CommandError(f"{args.pod}: expected exactly one Pod, found {len(pods)} object(s)")
+    objects = _documents(args.objects) if args.objects else []
     try:
-        pods = _documents(args.pod)
-        if len(pods) != 1 or pods[0].get("kind") != "Pod":
-            raise InputError(f"{args.pod}: expected exactly one Pod, found {len(pods)} object(s)")
-        objects = _documents(args.objects) if args.objects else []
         result = explain(pods[0], objects, args.namespace, args.config)
-    except (InputError, ConfigError, BadRequest) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.output == "json":
-        print(json.dumps(result, indent=2, sort_keys=True))
-    else:
+    except (ConfigError, BadRequest) as exc:
+        raise CommandError(str(exc)) from None
+    if args.output == "text":
         _print_text(result)
+    else:
+        print(dump(result, args.output))
     return 0
 
 
 def add_parser(subparsers: Any) -> None:
-    parser = subparsers.add_parser("explain", help="show offline what the webhook would do to a pod")
-    parser.add_argument("--pod", required=True, help="YAML file with the pod as the operator creates it")
-    parser.add_argument("--objects", help="YAML file (multi-document) with its owner objects and namespace")
+    parser = subparsers.add_parser("explain", help="show offline what the webhook would do to a pod",
+                                   description="What the webhook would do to a pod, given its owner objects: the "
+                                   "decision, the reasons, the patch and the pod after admission.")
+    parser.add_argument("--pod", required=True, metavar="FILE",
+                        help="YAML file (- for stdin) with the pod as the operator creates it")
+    parser.add_argument("--objects", metavar="FILE",
+                        help="YAML file (multi-document, - for stdin) with its owner objects and namespace")
     parser.add_argument("--namespace", help="the request's namespace (default: the pod's, else 'default')")
     parser.add_argument("--config", help="webhook configuration file")
-    parser.add_argument("--output", choices=("text", "json"), default="text")
+    add_output(parser)
     parser.set_defaults(func=run)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import sys
 import time
 from collections.abc import Callable, Iterable
 from datetime import date, datetime
@@ -20,7 +19,7 @@ from typing import Any, TypeVar
 import jsonpatch
 import yaml
 
-from controller.engine import Cycle, Engine
+from controller.engine import Cycle, Engine, Verdict
 from controller.owners import Step, resolve, root_annotations
 from controller.state import ClusterState
 from controller.status import Desired, Tracker, new_podgroup, podgroup_name, status_for
@@ -29,6 +28,8 @@ from gang import keys
 from gang.config import Config, config_or_exit
 from gang.kinds import POD_GROUP
 from gang.objects import MemorySource, Obj
+from kubenexus.errors import FOUND, CommandError, opened
+from kubenexus.output import add_output, dump
 
 T = TypeVar("T")
 
@@ -187,37 +188,39 @@ def _now(text: str | None) -> float:
         raise ScenarioError(f"--now: {text!r} is not an RFC 3339 time (e.g. 2026-11-22T10:00:00Z)") from None
 
 
+#: Decisions waiting cannot change: ``simulate`` exits 1 when a gang gets one (the job must change, not the cluster).
+STUCK = (Verdict.NEVER_FITS, Verdict.NOT_CERTIFIABLE)
+
+
 def run(args: argparse.Namespace) -> int:
     config = config_or_exit(args.config, "kubenexus simulate")
     try:
         now = _now(args.now)
     except ScenarioError as exc:
-        print(f"kubenexus simulate: {exc}", file=sys.stderr)
-        return 2
-    try:
-        with open(args.scenario, encoding="utf-8") as handle:
+        raise CommandError(str(exc)) from None
+    with opened(args.scenario) as handle:
+        try:
             # libyaml's loader when present: snapshots of real clusters run to many megabytes.
             objects = objects_in(yaml.load_all(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
-    except (OSError, yaml.YAMLError) as exc:
-        print(f"kubenexus simulate: cannot read {args.scenario}: {exc}", file=sys.stderr)
-        return 2
-    except ScenarioError as exc:
-        print(f"kubenexus simulate: {args.scenario}: {exc}", file=sys.stderr)
-        return 2
-    try:
-        cycle, ungated, podgroups = simulate_podgroups(objects, config, now)
-    except ScenarioError as exc:
-        print(f"kubenexus simulate: {args.scenario}: {exc}", file=sys.stderr)
-        return 2
+            cycle, ungated, podgroups = simulate_podgroups(objects, config, now)
+        except yaml.YAMLError as exc:
+            raise CommandError(f"cannot read {args.scenario}: {' '.join(str(exc).split())}") from None
+        except ScenarioError as exc:
+            raise CommandError(f"{args.scenario}: {exc}") from None
     result = report(cycle, ungated, podgroups)
-    print(json.dumps(result, indent=2) if args.json else _text(result))
-    return 0
+    print(_text(result) if args.output == "text" else dump(result, args.output))
+    return FOUND if any(d.decision in STUCK for d in cycle.gangs) else 0
 
 
 def add_parser(subcommands: Any) -> None:
-    parser = subcommands.add_parser("simulate", help="what the gate controller would decide for a cluster snapshot")
-    parser.add_argument("scenario", help="YAML with Nodes, Pods (bound and pending) and root objects")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser = subcommands.add_parser(
+        "simulate", help="what the gate controller would decide for a cluster snapshot",
+        description="What the gate controller would decide for a cluster snapshot (Nodes, Pods, root objects). "
+        "Exit status: 0 when every gang is released, running or waiting for something that can come (members, "
+        "capacity); 1 when a gang can never fit or cannot be certified; 2 on a usage error.")
+    parser.add_argument("scenario", metavar="SNAPSHOT",
+                        help="YAML (- for stdin) with Nodes, Pods (bound and pending) and root objects")
+    add_output(parser)
     parser.add_argument("--now", help="evaluate at this RFC 3339 time (default: now)")
     parser.add_argument("--config", help="the controller's configuration file")
     parser.set_defaults(func=run)
