@@ -134,7 +134,7 @@ def _same_gang(pod: Obj, admitted_pod: Obj) -> bool:
     return all(_meta(pod, "labels").get(key) == _meta(admitted_pod, "labels").get(key) for key in keys.WRITTEN_LABELS)
 
 
-def _admit(pod: Obj, namespace: str, objects: list[Obj], config: Config) -> tuple[PodAdmission, list[str]]:
+def admit(pod: Obj, namespace: str, objects: list[Obj], config: Config) -> tuple[PodAdmission, list[str]]:
     """``/mutate``'s answer for a CREATE of ``pod`` in ``namespace``, and the objects it looked for and did not find."""
     request = {
         "uid": "kubenexus-explain",
@@ -158,9 +158,9 @@ def explain(pod: dict[str, Any], objects: list[dict[str, Any]], namespace: str |
     config = load_config(config_path)
     ns = namespace or (pod.get("metadata") or {}).get("namespace") or "default"
     state = admitted(pod, objects)
-    admission, missing = _admit(pod if state is None else as_created(pod, False), ns, objects, config)
+    admission, missing = admit(pod if state is None else as_created(pod, False), ns, objects, config)
     if state is not None and not _same_gang(pod, admission.pod):
-        admission, missing = _admit(as_created(pod, True), ns, objects, config)
+        admission, missing = admit(as_created(pod, True), ns, objects, config)
     return {
         "admitted": state,
         "missing": missing,

@@ -91,6 +91,53 @@ def _timestamp(now: float) -> str:
     return datetime.fromtimestamp(now).astimezone().isoformat()
 
 
+def _uid(meta: Obj) -> str:
+    return str(meta.get("uid") or f"simulated-{meta.get('namespace')}-{meta.get('name')}")
+
+
+def submit(objects: list[Obj], config: Config, now: float) -> tuple[list[Obj], list[Obj]]:
+    """Jobs just submitted: every object of a registered root kind that nothing in the snapshot is owned by yet.
+    The pods its operator creates first (its adapter's ``created_pods``) go through admission (``admit_pod``, as
+    ``/mutate`` and ``explain``) and join the snapshot as admission leaves them, created ``now``. Returns the
+    snapshot with them, and for each job what admission did with each pod (``pods`` None: its kind's pods are not
+    modelled, the snapshot must hold them)."""
+    from gang.adapters.table import adapter_for
+    from kubenexus.explain import admit
+
+    owners = {ref.get("uid") for obj in objects for ref in (obj.get("metadata") or {}).get("ownerReferences") or []
+              if isinstance(ref, dict)}
+    snapshot, jobs, created = [], [], []
+    for obj in objects:
+        adapter = None if obj["kind"] in ("Node", "Pod") else adapter_for(str(obj.get("apiVersion", "")), obj["kind"])
+        if adapter is None or obj["metadata"].get("uid") in owners:  # not a job, or its operator has acted
+            snapshot.append(obj)
+            continue
+        meta = {**obj["metadata"], "namespace": obj["metadata"].get("namespace") or "default"}
+        root = {**obj, "metadata": {**meta, "uid": _uid(meta)}}
+        snapshot.append(root)
+        pods = _parse(root, functools.partial(adapter.created_pods, root))
+        jobs.append({"namespace": meta["namespace"], "kind": obj["kind"], "name": meta["name"],
+                     "pods": None if pods is None else [], "missing": []})
+        for index, pod in enumerate(pods or []):
+            pod_meta = pod["metadata"]
+            pod_meta.setdefault("name", f"{pod_meta.get('generateName', '')}sim{index}")
+            pod_meta.update(namespace=meta["namespace"], uid=_uid({**pod_meta, "namespace": meta["namespace"]}),
+                            creationTimestamp=_timestamp(now))
+            created.append((jobs[-1], pod))
+    roots = [obj for obj in snapshot if obj["kind"] not in ("Node", "Pod")]
+    for job, pod in created:
+        admission, missing = admit(pod, job["namespace"], roots, config)
+        decision = admission.decision
+        job["pods"].append({"name": pod["metadata"]["name"], "action": decision.action.value,
+                            "allowed": not admission.denial, "denial": admission.denial, "group": decision.group,
+                            "size": decision.size, "reasons": list(decision.reasons),
+                            "warnings": list(decision.warnings)})
+        job["missing"] += [m for m in missing if m not in job["missing"]]
+        if not admission.denial:
+            snapshot.append(admission.pod)
+    return snapshot, jobs
+
+
 def simulate(objects: list[Obj], config: Config, now: float) -> tuple[Cycle, list[Obj]]:
     """One decision pass over the snapshot; also the pods admission left unresolved that are released now."""
     cycle, ungated, _ = simulate_podgroups(objects, config, now)
@@ -140,7 +187,8 @@ def _podgroup(want: Desired, roots: MemorySource, now: float) -> Obj:
     return obj
 
 
-def report(cycle: Cycle, ungated: list[Obj], podgroups: list[Obj] | None = None) -> Obj:
+def report(cycle: Cycle, ungated: list[Obj], podgroups: list[Obj] | None = None,
+           submitted: list[Obj] | None = None) -> Obj:
     gangs = [{"namespace": d.key[0], "name": d.key[1], "decision": d.decision, "reason": d.reason,
               "plan": dict(sorted(d.plan.items())), "released": sorted(d.released),
               # only for gangs whose root asks for a topology
@@ -149,14 +197,38 @@ def report(cycle: Cycle, ungated: list[Obj], podgroups: list[Obj] | None = None)
     deleted = [{"namespace": e.key[0], "gang": e.key[1], "whole_gang": e.whole_gang, "reason": e.reason,
                 "message": e.message, "pods": sorted(p.name for p in e.pods)}
                for e in sorted(cycle.evictions, key=lambda e: (e.key[0], e.key[1]))]
-    result: Obj = {"gangs": gangs, "ungated": ungated, "deleted": deleted}
+    result: Obj = {"submitted": submitted or [], "gangs": gangs, "ungated": ungated, "deleted": deleted}
     if podgroups is not None:
         result["podgroups"] = sorted(podgroups, key=lambda g: (g["metadata"]["namespace"], g["metadata"]["name"]))
     return result
 
 
+def _admitted(job: Obj) -> list[str]:
+    """What admission did with a submitted job's pods: one line per distinct outcome."""
+    where = f"{job['namespace']}/{job['name']}: {job['kind']} submitted"
+    if job["pods"] is None:
+        return [f"{where}: simulate does not model the pods its operator creates; add them to the snapshot as "
+                "admission leaves them"]
+    outcomes: dict[str, list[str]] = {}
+    for pod in job["pods"]:
+        if pod["denial"]:
+            outcome = f"refused: {pod['denial']}"
+        elif pod["action"] == "gang":
+            outcome = f"gated as members of gang {pod['group']} of {pod['size']}"
+        elif pod["action"] == "unresolved":
+            outcome = "gated as unresolved"
+        else:
+            outcome = f"admitted without gang scheduling: {pod['reasons'][-1]}"
+        outcomes.setdefault(outcome, []).append(pod["name"])
+    lines = [f"{where}: its operator creates {len(job['pods'])} pod(s) first"]
+    lines += [f"    {', '.join(names)}: {outcome}" for outcome, names in outcomes.items()]
+    if job["missing"]:
+        lines.append(f"    decided without {', '.join(job['missing'])}: not in the snapshot")
+    return lines
+
+
 def _text(result: Obj) -> str:
-    lines = []
+    lines = [line for job in result["submitted"] for line in _admitted(job)]
     groups = {(g["metadata"]["namespace"], g["metadata"]["name"]): g for g in result.get("podgroups") or []}
     for gang in result["gangs"]:
         where = f" [{', '.join(gang['domains'])}]" if gang.get("domains") else ""
@@ -202,12 +274,13 @@ def run(args: argparse.Namespace) -> int:
         try:
             # libyaml's loader when present: snapshots of real clusters run to many megabytes.
             objects = objects_in(yaml.load_all(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+            objects, submitted = submit(objects, config, now)
             cycle, ungated, podgroups = simulate_podgroups(objects, config, now)
         except yaml.YAMLError as exc:
             raise CommandError(f"cannot read {args.scenario}: {' '.join(str(exc).split())}") from None
         except ScenarioError as exc:
             raise CommandError(f"{args.scenario}: {exc}") from None
-    result = report(cycle, ungated, podgroups)
+    result = report(cycle, ungated, podgroups, submitted)
     print(_text(result) if args.output == "text" else dump(result, args.output))
     return FOUND if any(d.decision in STUCK for d in cycle.gangs) else 0
 

@@ -1,0 +1,135 @@
+"""Each kind's ``created_pods`` (the pods ``kubenexus simulate`` admits for a submitted job) against the pods the
+emulated operator creates for the same object: the same names, owners and labels the product reads, and the same
+placement as the planner sees it (requests as kube-scheduler counts them, selectors, tolerations, affinity,
+scheduler, priority class, restart policy). No scheduler or kubelet runs: the pods stay as created.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from cluster.controllers import Client, Loop
+from cluster.crds import crd_manifests
+from cluster.local import ADMIN, LocalCluster
+from cluster.operators.table import start_operators
+from gang.adapters.table import adapter_for
+from gang.resources import pod_requests
+from tests.support.polling import wait_for
+
+pytestmark = pytest.mark.e2e
+
+Obj = dict[str, Any]
+OPERATORS = ["job-controller", "pytorchjob-controller", "tfjob-controller", "jaxjob-controller",
+             "xgboostjob-controller", "paddlejob-controller", "spark-operator"]
+
+
+def _template(cpu: str, gpus: int = 0, **spec: Any) -> Obj:
+    limits = {"nvidia.com/gpu": str(gpus)} if gpus else {}
+    return {"metadata": {"labels": {"team": "ml"}, "annotations": {"note": "x"}},
+            "spec": {"containers": [{"name": "main", "image": "registry.example.com/train:1",
+                                     "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}, "limits": limits}}],
+                     **spec}}
+
+
+ROOTS: dict[str, Obj] = {
+    "pytorchjob": {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "resnet"},
+                   "spec": {"pytorchReplicaSpecs": {
+                       "Master": {"replicas": 1, "template": _template("2", 1)},
+                       "Worker": {"replicas": 3, "restartPolicy": "ExitCode",
+                                  "template": _template("4", 2, nodeSelector={"pool": "gpu"},
+                                                        tolerations=[{"key": "gpu", "operator": "Exists"}])}}}},
+    "tfjob": {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "mnist"},
+              "spec": {"tfReplicaSpecs": {"PS": {"replicas": 1, "template": _template("1")},
+                                          "Worker": {"replicas": 2, "template": _template("2")}}}},
+    "jaxjob": {"apiVersion": "kubeflow.org/v1", "kind": "JAXJob", "metadata": {"name": "jax"},
+               "spec": {"jaxReplicaSpecs": {"Worker": {"replicas": 2, "template": _template("1")}}}},
+    "xgboostjob": {"apiVersion": "kubeflow.org/v1", "kind": "XGBoostJob", "metadata": {"name": "xgb"},
+                   "spec": {"xgbReplicaSpecs": {"Master": {"replicas": 1, "template": _template("1")},
+                                                "Worker": {"replicas": 1, "template": _template("1")}}}},
+    "paddlejob": {"apiVersion": "kubeflow.org/v1", "kind": "PaddleJob", "metadata": {"name": "paddle"},
+                  "spec": {"paddleReplicaSpecs": {"Worker": {"replicas": 2, "restartPolicy": "OnFailure",
+                                                             "template": _template("1")}}}},
+    "job": {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "etl"},
+            "spec": {"parallelism": 3, "completions": 5, "template": _template("500m", restartPolicy="Never")}},
+    "sparkapplication": {
+        "apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+        "metadata": {"name": "pi", "labels": {"team": "data"}},
+        "spec": {"type": "Python", "mode": "cluster", "image": "spark:3.5.3", "mainApplicationFile": "local:///pi.py",
+                 "sparkVersion": "3.5.3", "nodeSelector": {"pool": "batch"},
+                 "driver": {"cores": 2, "coreLimit": "3", "memory": "2g", "serviceAccount": "spark",
+                            "labels": {"role": "d"}, "annotations": {"a": "b"},
+                            "tolerations": [{"key": "spot", "operator": "Exists"}]},
+                 "executor": {"instances": 4, "cores": 1, "memory": "4g"}}},
+}
+PLURALS = {"pytorchjob": "pytorchjobs", "tfjob": "tfjobs", "jaxjob": "jaxjobs", "xgboostjob": "xgboostjobs",
+           "paddlejob": "paddlejobs", "job": "jobs",
+           "sparkapplication": "sparkapplications"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, Client]]:
+    local = LocalCluster(workdir=str(tmp_path_factory.mktemp("created")))
+    admin = Client(local.api, ADMIN)
+    for crd in crd_manifests():
+        admin.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    loops: list[Loop] = start_operators(local.api, OPERATORS)
+    yield local, admin
+    for loop in loops:
+        loop.stop()
+
+
+def _placement(pod: Obj) -> Obj:
+    """What planning reads of a pod's spec, defaults applied as the apiserver applies them."""
+    spec = pod["spec"]
+    return {"requests": pod_requests(spec), "nodeSelector": spec.get("nodeSelector") or {},
+            "tolerations": [t for t in spec.get("tolerations") or [] if t.get("key") == "gpu" or t.get("key")
+                            == "spot"],
+            "affinity": spec.get("affinity"), "priorityClassName": spec.get("priorityClassName"),
+            "schedulerName": spec.get("schedulerName") or "default-scheduler",
+            "restartPolicy": spec.get("restartPolicy") or "Always",
+            "serviceAccountName": spec.get("serviceAccountName") or "default",
+            "images": [c.get("image") for c in spec.get("containers") or []]}
+
+
+@pytest.mark.parametrize("kind", sorted(ROOTS))
+def test_created_pods_agree_with_the_emulated_operator(cluster: tuple[LocalCluster, Client], kind: str) -> None:
+    local, admin = cluster
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    admin.create("/api/v1/namespaces", {"metadata": {"name": ns}})
+    root = ROOTS[kind]
+    group_version = root["apiVersion"]
+    base = f"/apis/{group_version}" if "/" in group_version else f"/api/{group_version}"
+    stored = admin.create(f"{base}/namespaces/{ns}/{PLURALS[kind]}", {**root, "metadata": {**root["metadata"]}})
+    adapter = adapter_for(root["apiVersion"], root["kind"])
+    assert adapter is not None
+    ours = adapter.created_pods(stored)
+    assert ours, kind
+    pods_resource = local.registry.get("", "v1", "pods")
+    assert pods_resource is not None
+
+    def theirs() -> list[Obj]:
+        return [p for p in local.store.list(pods_resource, ns)[0]
+                if any(r.get("uid") == stored["metadata"]["uid"] for r in p["metadata"].get("ownerReferences") or [])]
+
+    wait_for(lambda: len(theirs()) >= len(ours), 10, f"{kind}: the operator's pods")
+    created = theirs()
+    assert len(created) == len(ours), kind
+    if ours[0]["metadata"].get("name"):
+        by_name = {p["metadata"]["name"]: p for p in created}
+        assert sorted(by_name) == sorted(p["metadata"]["name"] for p in ours), kind
+        pairs = [(mine, by_name[mine["metadata"]["name"]]) for mine in ours]
+    else:  # generateName: the operator's random suffixes; the pods are alike
+        assert {p["metadata"]["generateName"] for p in ours} == {p["metadata"]["generateName"] for p in created}
+        pairs = list(zip(ours, created, strict=True))
+    for mine, operator in pairs:
+        name = operator["metadata"]["name"]
+        assert mine["metadata"]["ownerReferences"] == operator["metadata"]["ownerReferences"], name
+        assert mine["metadata"]["labels"].items() <= operator["metadata"]["labels"].items(), name
+        assert (mine["metadata"].get("annotations") or {}).items() <= \
+            (operator["metadata"].get("annotations") or {}).items(), name
+        assert mine["metadata"].get("finalizers") == operator["metadata"].get("finalizers"), name
+        assert _placement(mine) == _placement(operator), name
