@@ -76,6 +76,7 @@ def test_the_tracebacks_users_met_are_one_line_errors(tmp_path: Path) -> None:
         "unreachable": (["doctor", "--kubeconfig", str(kubeconfig)], ENV),
         "no kubeconfig": (["doctor"], {**ENV, "HOME": str(home)}),
         "controller": (["controller", "--kubeconfig", "/nonexistent"], ENV),
+        "certs": (["certs", "ensure", "--kubeconfig", "/nonexistent"], ENV),
         "usage": (["cluster"], ENV),
     }
     with ThreadPoolExecutor(max_workers=len(runs)) as pool:
@@ -85,6 +86,7 @@ def test_the_tracebacks_users_met_are_one_line_errors(tmp_path: Path) -> None:
     line = one_line(done["no kubeconfig"], "kubenexus doctor: no usable kubeconfig", 2)
     assert line.endswith("pass --kubeconfig FILE or set KUBECONFIG")
     one_line(done["controller"], "kubenexus controller: kubeconfig /nonexistent does not exist", 2)
+    one_line(done["certs"], "kubenexus certs ensure: kubeconfig /nonexistent does not exist", 2)
     line = one_line(done["usage"], "kubenexus cluster: the following arguments are required: COMMAND", 2)
     assert "cluster_command" not in line and line.endswith("(see kubenexus cluster --help)")
 
