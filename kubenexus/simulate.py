@@ -3,7 +3,10 @@
 The snapshot is ordinary Kubernetes YAML (Nodes, Pods bound and pending, root objects; ``List``
 objects are unpacked). It goes through the controller's own state and engine, reservations of
 released-but-unbound pods included, so "what if I submit this job now" gets the answer the
-controller would give.
+controller would give. The job itself will do: a root object no pod is owned by yet is submitted, the pods its
+operator creates first (its adapter's ``created_pods``) admitted as the webhook would admit them (``submit``).
+
+Exit status: 1 when a gang can never fit or cannot be certified, 2 on a usage error (``kubenexus.errors``).
 """
 
 from __future__ import annotations
