@@ -130,6 +130,9 @@ def test_stdin_and_the_output_formats() -> None:
     assert json.loads(runs["json"].stdout)["action"] == "gang"
     both = kubenexus("explain", "--pod", "-", "--objects", "-", stdin=pod)
     one_line(both, "kubenexus explain: only one of --pod and --objects can be read from stdin", 2)
+    nodes = kubenexus("cluster", "serve", "--nodes-file", "-", "--kubeconfig-out", "/nonexistent/kubeconfig",
+                      stdin="apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n")
+    one_line(nodes, "kubenexus cluster serve: -: expected one or more Node objects", 2)  # read from stdin, refused
     missing = kubenexus("explain", "--pod", "/nonexistent.yaml")
     one_line(missing, "kubenexus explain: cannot read /nonexistent.yaml: No such file or directory", 2)
 
