@@ -99,7 +99,8 @@ def _uid(meta: Obj) -> str:
 
 
 def submit(objects: list[Obj], config: Config, now: float) -> tuple[list[Obj], list[Obj]]:
-    """Jobs just submitted: every object of a registered root kind that nothing in the snapshot is owned by yet.
+    """Jobs just submitted: every object of a registered root kind without a status (its operator has not seen it;
+    a finished job whose pods are gone has one) that nothing in the snapshot is owned by yet.
     The pods its operator creates first (its adapter's ``created_pods``) go through admission (``admit_pod``, as
     ``/mutate`` and ``explain``) and join the snapshot as admission leaves them, created ``now``. Returns the
     snapshot with them, and for each job what admission did with each pod (``pods`` None: its kind's pods are not
@@ -112,7 +113,7 @@ def submit(objects: list[Obj], config: Config, now: float) -> tuple[list[Obj], l
     snapshot, jobs, created = [], [], []
     for obj in objects:
         adapter = None if obj["kind"] in ("Node", "Pod") else adapter_for(str(obj.get("apiVersion", "")), obj["kind"])
-        if adapter is None or obj["metadata"].get("uid") in owners:  # not a job, or its operator has acted
+        if adapter is None or obj.get("status") or obj["metadata"].get("uid") in owners:  # its operator has acted
             snapshot.append(obj)
             continue
         meta = {**obj["metadata"], "namespace": obj["metadata"].get("namespace") or "default"}
