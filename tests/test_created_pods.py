@@ -24,7 +24,8 @@ pytestmark = pytest.mark.e2e
 
 Obj = dict[str, Any]
 OPERATORS = ["job-controller", "pytorchjob-controller", "tfjob-controller", "jaxjob-controller",
-             "xgboostjob-controller", "paddlejob-controller", "spark-operator", "raycluster-controller"]
+             "xgboostjob-controller", "paddlejob-controller", "spark-operator", "raycluster-controller",
+             "workflow-controller"]
 
 
 def _template(cpu: str, gpus: int = 0, **spec: Any) -> Obj:
@@ -60,6 +61,17 @@ ROOTS: dict[str, Obj] = {
                                  "template": _template("1")},
                                 {"groupName": "tpu", "replicas": 1, "numOfHosts": 2,
                                  "template": _template("1", nodeSelector={"pool": "tpu"})}]}},
+    "workflow": {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": {"name": "wf"},
+                 "spec": {"entrypoint": "main", "nodeSelector": {"pool": "batch"},
+                          "podMetadata": {"labels": {"team": "ml"}},
+                          "templates": [
+                              {"name": "main", "steps": [[{"name": "a", "template": "work"},
+                                                          {"name": "b", "template": "gpu"}],
+                                                         [{"name": "c", "template": "work"}]]},
+                              {"name": "work", "container": {"image": "w:1", "resources": {"requests": {"cpu": "1"}}}},
+                              {"name": "gpu", "metadata": {"labels": {"gpu": "yes"}},
+                               "tolerations": [{"key": "gpu", "operator": "Exists"}],
+                               "container": {"image": "g:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}}]}},
     "job": {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "etl"},
             "spec": {"parallelism": 3, "completions": 5, "template": _template("500m", restartPolicy="Never")}},
     "sparkapplication": {
@@ -73,7 +85,8 @@ ROOTS: dict[str, Obj] = {
                  "executor": {"instances": 4, "cores": 1, "memory": "4g"}}},
 }
 PLURALS = {"pytorchjob": "pytorchjobs", "tfjob": "tfjobs", "jaxjob": "jaxjobs", "xgboostjob": "xgboostjobs",
-           "paddlejob": "paddlejobs", "raycluster": "rayclusters", "job": "jobs",
+           "paddlejob": "paddlejobs", "raycluster": "rayclusters", "workflow": "workflows",
+           "job": "jobs",
            "sparkapplication": "sparkapplications"}
 
 
