@@ -4,7 +4,7 @@ The snapshot is ordinary Kubernetes YAML (Nodes, Pods bound and pending, root ob
 objects are unpacked). It goes through the controller's own state and engine, reservations of
 released-but-unbound pods included, so "what if I submit this job now" gets the answer the
 controller would give. The job itself will do: a root object no pod is owned by yet is submitted, the pods its
-operator creates first (its adapter's ``created_pods``) admitted as the webhook would admit them (``submit``).
+operator creates first (its adapter's ``created``) admitted as the webhook would admit them (``submit``).
 
 Exit status: 1 when a gang can never fit or cannot be certified, 2 on a usage error (``kubenexus.errors``).
 """
@@ -101,7 +101,8 @@ def _uid(meta: Obj) -> str:
 def submit(objects: list[Obj], config: Config, now: float) -> tuple[list[Obj], list[Obj]]:
     """Jobs just submitted: every object of a registered root kind without a status (its operator has not seen it;
     a finished job whose pods are gone has one) that nothing in the snapshot is owned by yet.
-    The pods its operator creates first (its adapter's ``created_pods``) go through admission (``admit_pod``, as
+    The pods its operator creates first (its adapter's ``created``, with any owners between them and the root) go
+    through admission (``admit_pod``, as
     ``/mutate`` and ``explain``) and join the snapshot as admission leaves them, created ``now``. Returns the
     snapshot with them, and for each job what admission did with each pod (``pods`` None: its kind's pods are not
     modelled, the snapshot must hold them)."""
@@ -119,15 +120,18 @@ def submit(objects: list[Obj], config: Config, now: float) -> tuple[list[Obj], l
         meta = {**obj["metadata"], "namespace": obj["metadata"].get("namespace") or "default"}
         root = {**obj, "metadata": {**meta, "uid": _uid(meta)}}
         snapshot.append(root)
-        pods = _parse(root, functools.partial(adapter.created_pods, root))
+        made = _parse(root, functools.partial(adapter.created, root))
         jobs.append({"namespace": meta["namespace"], "kind": obj["kind"], "name": meta["name"],
-                     "pods": None if pods is None else [], "missing": []})
-        for index, pod in enumerate(pods or []):
-            pod_meta = pod["metadata"]
-            pod_meta.setdefault("name", f"{pod_meta.get('generateName', '')}sim{index}")
-            pod_meta.update(namespace=meta["namespace"], uid=_uid({**pod_meta, "namespace": meta["namespace"]}),
-                            creationTimestamp=_timestamp(now))
-            created.append((jobs[-1], pod))
+                     "pods": None if made is None else [], "missing": []})
+        for index, child in enumerate(made or []):
+            child_meta = child["metadata"]
+            child_meta.setdefault("name", f"{child_meta.get('generateName', '')}{index:05d}")  # k8s: 5 random
+            child_meta.update(namespace=meta["namespace"], creationTimestamp=_timestamp(now))
+            child_meta.setdefault("uid", _uid(child_meta))
+            if child["kind"] == "Pod":
+                created.append((jobs[-1], child))
+            else:  # an owner between the pods and the root (a JobSet's Jobs): the owner walk reads it
+                snapshot.append(child)
     roots = [obj for obj in snapshot if obj["kind"] not in ("Node", "Pod")]
     for job, pod in created:
         admission, missing = admit(pod, job["namespace"], roots, config)

@@ -650,7 +650,7 @@ def test_submitted_jobs_are_admitted_then_planned() -> None:
     plans them like any other (see the scenario's header)."""
     result = output("submit.yaml")
     jobs = {job["name"]: job for job in result["submitted"]}
-    assert set(jobs) == {"resnet", "giant", "pi", "etl", "sweep"}  # not done: its status says it ran
+    assert set(jobs) == {"resnet", "giant", "pi", "etl", "sweep", "serve"}  # not done: its status says it ran
 
     def pods(job: str) -> list[tuple[str, str, str, int]]:
         return [(p["name"], p["action"], p["group"], p["size"]) for p in jobs[job]["pods"]]
@@ -663,7 +663,10 @@ def test_submitted_jobs_are_admitted_then_planned() -> None:
     assert [(p["action"], p["reasons"][-1]) for p in jobs["etl"]["pods"]] == 2 * [
         ("skip", "root batch/v1/Job/etl is not opted in to gang scheduling")]
     assert jobs["etl"]["missing"] == ["Namespace batch"] and jobs["resnet"]["missing"] == []
-    assert jobs["sweep"]["pods"] is None  # a JobSet's pods come through its Jobs: not modelled
+    # A JobSet's pods come through its Jobs (Indexed, index 0 each): one per replicated Job, one gang of 2.
+    assert [(p["name"].rsplit("-", 1)[0], p["action"], p["group"], p["size"]) for p in jobs["sweep"]["pods"]] == [
+        (f"sweep-workers-{i}-0", "gang", "sweep", 2) for i in range(2)]
+    assert jobs["serve"]["pods"] is None  # a LeaderWorkerSet's pods come through StatefulSets: not modelled
     gangs = simulate("submit.yaml")
     free = dict.fromkeys(("node-a", "node-b"), R(cpu=8000, mem=32 * GI, gpu=4, pods=110))
     resnet = [name for name, *_ in pods("resnet")]

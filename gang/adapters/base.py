@@ -123,11 +123,13 @@ class WorkloadAdapter(ABC):
         """A reason when the root uses an operator-native gang scheduler we must not fight."""
         return None
 
-    def created_pods(self, root: Obj) -> list[Obj] | None:
-        """The pods the operator creates right after ``root`` is submitted (its first stage), as far as admission
-        and planning read them: name (or generateName), labels, owner references, the pod spec; no namespace.
-        ``kubenexus simulate`` runs them through admission ("what if I submit this job");
-        ``tests/test_created_pods.py`` checks them against the emulated operator's pods. None: not modelled."""
+    def created(self, root: Obj) -> list[Obj] | None:
+        """What the operator creates right after ``root`` is submitted (its first stage): the pods, as far as
+        admission and planning read them (name or generateName, labels, owner references, the pod spec), after any
+        owner objects between them and the root (a JobSet's Jobs, with a uid of their own); no namespace. Called
+        on whole objects, never the owner cache's slim ones. ``kubenexus simulate`` runs the pods through admission
+        ("what if I submit this job"); ``tests/test_created.py`` checks everything against the emulated operators.
+        None: not modelled."""
         return None
 
 

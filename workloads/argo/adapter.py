@@ -83,7 +83,7 @@ class WorkflowAdapter(WorkloadAdapter):
                               "on the Workflow to gang them")
         return Membership(True, f"Argo Workflow with an explicit size of {size}", name_of(chain.root), size)
 
-    def created_pods(self, root: Obj) -> list[Obj] | None:
+    def created(self, root: Obj) -> list[Obj] | None:
         """The entrypoint's pod, or its first step group's pods (the next group comes once these succeeded)."""
         return [step_pod(root, node, template) for node, template in first_step(root)]
 

@@ -93,7 +93,7 @@ class RayClusterAdapter(WorkloadAdapter):
     def native_scheduler(self, root: Obj) -> str | None:
         return _native(root, "RayCluster")
 
-    def created_pods(self, root: Obj) -> list[Obj] | None:
+    def created(self, root: Obj) -> list[Obj] | None:
         """The head and every worker group's pods together (none while suspended)."""
         cluster_spec = spec(root)
         if cluster_spec.get("suspend") is True:

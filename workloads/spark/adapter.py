@@ -197,7 +197,7 @@ class SparkApplicationAdapter(WorkloadAdapter):
     def native_scheduler(self, root: Obj) -> str | None:
         return _batch_scheduler(root)
 
-    def created_pods(self, root: Obj) -> list[Obj] | None:
+    def created(self, root: Obj) -> list[Obj] | None:
         """The driver alone, ``<app>-driver`` (its executors come later, from the driver)."""
         return [driver_pod(root)]
 

@@ -51,7 +51,7 @@ def replica_total(replica_specs: object) -> int:
 
 class TrainingJobAdapter(WorkloadAdapter):
     """``restart_policy``: the framework's default replica restartPolicy, which its pods get; None for a kind whose
-    pods ``created_pods`` does not model (the v1 MPIJob's launcher and workers)."""
+    pods ``created`` does not model (the v1 MPIJob's launcher and workers)."""
 
     role_label = "training.kubeflow.org/replica-type"  # lowercased by training-operator: master, worker, ps, ...
 
@@ -63,7 +63,7 @@ class TrainingJobAdapter(WorkloadAdapter):
         self.spec_shape = _training_shape(replica_field)
         self.restart_policy = restart_policy
 
-    def created_pods(self, root: Obj) -> list[Obj] | None:
+    def created(self, root: Obj) -> list[Obj] | None:
         """Every replica's pods at once, ``<job>-<replica type>-<index>``, labelled by job, replica type and index."""
         if self.restart_policy is None:
             return None

@@ -1,4 +1,4 @@
-"""Each kind's ``created_pods`` (the pods ``kubenexus simulate`` admits for a submitted job) against the pods the
+"""Each kind's ``created`` (the pods ``kubenexus simulate`` admits for a submitted job) against the pods the
 emulated operator creates for the same object: the same names, owners and labels the product reads, and the same
 placement as the planner sees it (requests as kube-scheduler counts them, selectors, tolerations, affinity,
 scheduler, priority class, restart policy). No scheduler or kubelet runs: the pods stay as created.
@@ -6,6 +6,7 @@ scheduler, priority class, restart policy). No scheduler or kubelet runs: the po
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.e2e
 Obj = dict[str, Any]
 OPERATORS = ["job-controller", "pytorchjob-controller", "tfjob-controller", "jaxjob-controller",
              "xgboostjob-controller", "paddlejob-controller", "spark-operator", "raycluster-controller",
-             "workflow-controller"]
+             "workflow-controller", "jobset-controller"]
 
 
 def _template(cpu: str, gpus: int = 0, **spec: Any) -> Obj:
@@ -72,6 +73,16 @@ ROOTS: dict[str, Obj] = {
                               {"name": "gpu", "metadata": {"labels": {"gpu": "yes"}},
                                "tolerations": [{"key": "gpu", "operator": "Exists"}],
                                "container": {"image": "g:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}}]}},
+    "indexedjob": {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "shards"},
+                   "spec": {"completionMode": "Indexed", "completions": 3, "parallelism": 2,
+                            "template": _template("1", restartPolicy="Never",
+                                                  initContainers=[{"name": "init", "image": "i:1"}])}},
+    "jobset": {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
+               "spec": {"replicatedJobs": [
+                   {"name": "workers", "replicas": 2,
+                    "template": {"spec": {"parallelism": 2, "completions": 2, "template": _template("2", 1)}}},
+                   {"name": "eval", "dependsOn": [{"name": "workers", "status": "Complete"}],
+                    "template": {"spec": {"template": _template("1", restartPolicy="Never")}}}]}},
     "job": {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "etl"},
             "spec": {"parallelism": 3, "completions": 5, "template": _template("500m", restartPolicy="Never")}},
     "sparkapplication": {
@@ -86,7 +97,7 @@ ROOTS: dict[str, Obj] = {
 }
 PLURALS = {"pytorchjob": "pytorchjobs", "tfjob": "tfjobs", "jaxjob": "jaxjobs", "xgboostjob": "xgboostjobs",
            "paddlejob": "paddlejobs", "raycluster": "rayclusters", "workflow": "workflows",
-           "job": "jobs",
+           "indexedjob": "jobs", "jobset": "jobsets", "job": "jobs",
            "sparkapplication": "sparkapplications"}
 
 
@@ -103,7 +114,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClu
 
 
 def _placement(pod: Obj) -> Obj:
-    """What planning reads of a pod's spec, defaults applied as the apiserver applies them."""
+    """What planning reads of a pod's (or pod template's) spec, defaults applied as the apiserver applies them."""
     spec = pod["spec"]
     return {"requests": pod_requests(spec), "nodeSelector": spec.get("nodeSelector") or {},
             "tolerations": [t for t in spec.get("tolerations") or [] if t.get("key") == "gpu" or t.get("key")
@@ -116,7 +127,7 @@ def _placement(pod: Obj) -> Obj:
 
 
 @pytest.mark.parametrize("kind", sorted(ROOTS))
-def test_created_pods_agree_with_the_emulated_operator(cluster: tuple[LocalCluster, Client], kind: str) -> None:
+def test_created_agree_with_the_emulated_operator(cluster: tuple[LocalCluster, Client], kind: str) -> None:
     local, admin = cluster
     ns = f"t-{uuid.uuid4().hex[:8]}"
     admin.create("/api/v1/namespaces", {"metadata": {"name": ns}})
@@ -126,22 +137,42 @@ def test_created_pods_agree_with_the_emulated_operator(cluster: tuple[LocalClust
     stored = admin.create(f"{base}/namespaces/{ns}/{PLURALS[kind]}", {**root, "metadata": {**root["metadata"]}})
     adapter = adapter_for(root["apiVersion"], root["kind"])
     assert adapter is not None
-    ours = adapter.created_pods(stored)
+    ours = adapter.created(stored)
     assert ours, kind
-    pods_resource = local.registry.get("", "v1", "pods")
-    assert pods_resource is not None
+    owners = [o for o in ours if o["kind"] != "Pod"]  # between the pods and the root: a JobSet's Jobs
+    pods_resource, jobs_resource = local.registry.get("", "v1", "pods"), local.registry.get("batch", "v1", "jobs")
+    assert pods_resource is not None and jobs_resource is not None
 
-    def theirs() -> list[Obj]:
-        return [p for p in local.store.list(pods_resource, ns)[0]
-                if any(r.get("uid") == stored["metadata"]["uid"] for r in p["metadata"].get("ownerReferences") or [])]
+    def theirs() -> tuple[list[Obj], list[Obj]]:
+        root_uid = stored["metadata"]["uid"]
+        jobs = [j for j in local.store.list(jobs_resource, ns)[0] if owners and any(
+            r.get("uid") == root_uid for r in j["metadata"].get("ownerReferences") or [])]
+        uids = {root_uid, *(j["metadata"]["uid"] for j in jobs)}
+        return jobs, [p for p in local.store.list(pods_resource, ns)[0]
+                      if any(r.get("uid") in uids for r in p["metadata"].get("ownerReferences") or [])]
 
-    wait_for(lambda: len(theirs()) >= len(ours), 10, f"{kind}: the operator's pods")
-    created = theirs()
-    assert len(created) == len(ours), kind
+    wanted = (len(owners), len(ours) - len(owners))
+    wait_for(lambda: all(len(found) >= n for found, n in zip(theirs(), wanted, strict=True)), 10,
+             f"{kind}: the operator's objects")
+    jobs, created = theirs()
+    assert (len(jobs), len(created)) == wanted, kind
+    # Our owners' uids are made up: the pods below them must name the operator's.
+    by_name = {j["metadata"]["name"]: j for j in jobs}
+    text = json.dumps(ours)
+    for owner in owners:
+        text = text.replace(owner["metadata"]["uid"], by_name[owner["metadata"]["name"]]["metadata"]["uid"])
+    ours = json.loads(text)
+    for mine in ours[:len(owners)]:
+        operator = by_name[mine["metadata"]["name"]]
+        _agree(mine, operator)
+        fields = ("completionMode", "completions", "parallelism", "suspend")
+        assert {f: mine["spec"].get(f) for f in fields} == {f: operator["spec"].get(f) for f in fields}
+        assert _placement(mine["spec"]["template"]) == _placement(operator["spec"]["template"])
+    ours = ours[len(owners):]
     if ours[0]["metadata"].get("name"):
-        by_name = {p["metadata"]["name"]: p for p in created}
-        assert sorted(by_name) == sorted(p["metadata"]["name"] for p in ours), kind
-        pairs = [(mine, by_name[mine["metadata"]["name"]]) for mine in ours]
+        pods = {p["metadata"]["name"]: p for p in created}
+        assert sorted(pods) == sorted(p["metadata"]["name"] for p in ours), kind
+        pairs = [(mine, pods[mine["metadata"]["name"]]) for mine in ours]
     else:  # generateName: the operator's random suffixes; pods of one prefix are alike
         def prefix(pod: Obj) -> str:
             return str(pod["metadata"]["generateName"])
@@ -149,10 +180,22 @@ def test_created_pods_agree_with_the_emulated_operator(cluster: tuple[LocalClust
         assert sorted(map(prefix, ours)) == sorted(map(prefix, created)), kind
         pairs = list(zip(sorted(ours, key=prefix), sorted(created, key=prefix), strict=True))
     for mine, operator in pairs:
-        name = operator["metadata"]["name"]
-        assert mine["metadata"]["ownerReferences"] == operator["metadata"]["ownerReferences"], name
-        assert mine["metadata"]["labels"].items() <= operator["metadata"]["labels"].items(), name
-        assert (mine["metadata"].get("annotations") or {}).items() <= \
-            (operator["metadata"].get("annotations") or {}).items(), name
-        assert mine["metadata"].get("finalizers") == operator["metadata"].get("finalizers"), name
-        assert _placement(mine) == _placement(operator), name
+        _agree(mine, operator)
+        assert mine["metadata"].get("finalizers") == operator["metadata"].get("finalizers")
+        assert _placement(mine) == _placement(operator), operator["metadata"]["name"]
+        assert _index_env(mine) == _index_env(operator), operator["metadata"]["name"]
+
+
+def _index_env(pod: Obj) -> list[list[Obj]]:
+    """Each container's ``JOB_COMPLETION_INDEX`` (an Indexed Job's pods)."""
+    return [[e for e in c.get("env") or [] if e.get("name") == "JOB_COMPLETION_INDEX"]
+            for c in [*pod["spec"].get("initContainers", []), *pod["spec"]["containers"]]]
+
+
+def _agree(mine: Obj, operator: Obj) -> None:
+    """The same owner, and the operator's labels and annotations include ours."""
+    name = operator["metadata"]["name"]
+    assert mine["metadata"]["ownerReferences"] == operator["metadata"]["ownerReferences"], name
+    assert mine["metadata"]["labels"].items() <= operator["metadata"]["labels"].items(), name
+    assert (mine["metadata"].get("annotations") or {}).items() <= \
+        (operator["metadata"].get("annotations") or {}).items(), name
