@@ -26,7 +26,7 @@ pytestmark = pytest.mark.e2e
 Obj = dict[str, Any]
 OPERATORS = ["job-controller", "pytorchjob-controller", "tfjob-controller", "jaxjob-controller",
              "xgboostjob-controller", "paddlejob-controller", "spark-operator", "raycluster-controller",
-             "workflow-controller", "jobset-controller"]
+             "workflow-controller", "jobset-controller", "mpi-operator"]
 
 
 def _template(cpu: str, gpus: int = 0, **spec: Any) -> Obj:
@@ -83,6 +83,10 @@ ROOTS: dict[str, Obj] = {
                     "template": {"spec": {"parallelism": 2, "completions": 2, "template": _template("2", 1)}}},
                    {"name": "eval", "dependsOn": [{"name": "workers", "status": "Complete"}],
                     "template": {"spec": {"template": _template("1", restartPolicy="Never")}}}]}},
+    "mpijob": {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "mpi"},
+               "spec": {"runPolicy": {"backoffLimit": 2},
+                        "mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": _template("1")},
+                                            "Worker": {"replicas": 3, "template": _template("4", 1)}}}},
     "job": {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "etl"},
             "spec": {"parallelism": 3, "completions": 5, "template": _template("500m", restartPolicy="Never")}},
     "sparkapplication": {
@@ -97,7 +101,7 @@ ROOTS: dict[str, Obj] = {
 }
 PLURALS = {"pytorchjob": "pytorchjobs", "tfjob": "tfjobs", "jaxjob": "jaxjobs", "xgboostjob": "xgboostjobs",
            "paddlejob": "paddlejobs", "raycluster": "rayclusters", "workflow": "workflows",
-           "indexedjob": "jobs", "jobset": "jobsets", "job": "jobs",
+           "indexedjob": "jobs", "jobset": "jobsets", "mpijob": "mpijobs", "job": "jobs",
            "sparkapplication": "sparkapplications"}
 
 
@@ -165,20 +169,24 @@ def test_created_agree_with_the_emulated_operator(cluster: tuple[LocalCluster, C
     for mine in ours[:len(owners)]:
         operator = by_name[mine["metadata"]["name"]]
         _agree(mine, operator)
-        fields = ("completionMode", "completions", "parallelism", "suspend")
-        assert {f: mine["spec"].get(f) for f in fields} == {f: operator["spec"].get(f) for f in fields}
+        defaults = {"completionMode": "NonIndexed", "suspend": False, "backoffLimit": 6}  # the apiserver's
+        assert {f: mine["spec"].get(f, d) for f, d in defaults.items()} == {
+            f: operator["spec"].get(f, d) for f, d in defaults.items()}  # how many pods: compared below
         assert _placement(mine["spec"]["template"]) == _placement(operator["spec"]["template"])
     ours = ours[len(owners):]
-    if ours[0]["metadata"].get("name"):
-        pods = {p["metadata"]["name"]: p for p in created}
-        assert sorted(pods) == sorted(p["metadata"]["name"] for p in ours), kind
-        pairs = [(mine, pods[mine["metadata"]["name"]]) for mine in ours]
-    else:  # generateName: the operator's random suffixes; pods of one prefix are alike
-        def prefix(pod: Obj) -> str:
-            return str(pod["metadata"]["generateName"])
+    named = {p["metadata"]["name"]: p for p in ours if p["metadata"].get("name")}
+    pods = {p["metadata"]["name"]: p for p in created}
+    assert set(named) <= set(pods), kind
+    pairs = [(mine, pods[name]) for name, mine in named.items()]
 
-        assert sorted(map(prefix, ours)) == sorted(map(prefix, created)), kind
-        pairs = list(zip(sorted(ours, key=prefix), sorted(created, key=prefix), strict=True))
+    def prefix(pod: Obj) -> str:
+        return str(pod["metadata"].get("generateName"))
+
+    # generateName: the operator's random suffixes; pods of one prefix are alike
+    generated = sorted((p for p in ours if not p["metadata"].get("name")), key=prefix)
+    rest = sorted((p for name, p in pods.items() if name not in named), key=prefix)
+    assert list(map(prefix, generated)) == list(map(prefix, rest)), kind
+    pairs += zip(generated, rest, strict=True)
     for mine, operator in pairs:
         _agree(mine, operator)
         assert mine["metadata"].get("finalizers") == operator["metadata"].get("finalizers")
