@@ -1,7 +1,8 @@
-"""Each kind's ``created`` (the pods ``kubenexus simulate`` admits for a submitted job) against the pods the
-emulated operator creates for the same object: the same names, owners and labels the product reads, and the same
-placement as the planner sees it (requests as kube-scheduler counts them, selectors, tolerations, affinity,
-scheduler, priority class, restart policy). No scheduler or kubelet runs: the pods stay as created.
+"""Each kind's ``created`` (what ``kubenexus simulate`` admits for a submitted job: the pods, and the Jobs between
+them and the root) against what the emulated operators create for the same object: the same names, owners, labels
+and annotations the product reads, and the same placement as the planner sees it (requests as kube-scheduler counts
+them, selectors, tolerations, affinity, scheduler, priority class, restart policy). No scheduler or kubelet runs:
+the pods stay as created. Kinds whose ``created`` is None (not modelled) are not here.
 """
 
 from __future__ import annotations
