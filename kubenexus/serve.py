@@ -138,7 +138,8 @@ def add_parser(subparsers: Any) -> None:
     serve = commands.add_parser("serve", help="run the local cluster with the webhook and the gate controller",
                                 description=__doc__)
     serve.add_argument("--bare", action="store_true", help="serve the Kubernetes API alone (no webhook, controller)")
-    serve.add_argument("--nodes-file", help="YAML (- for stdin) with the Node objects to create (kubectl get nodes -o yaml works)")
+    serve.add_argument("--nodes-file",
+                       help="YAML (- for stdin) with the Node objects to create (kubectl get nodes -o yaml works)")
     serve.add_argument("--nodes", type=_count, default=3, help="number of nodes (without --nodes-file)")
     serve.add_argument("--node-cpu", type=_quantity, default="8", help="each node's cpu (default 8)")
     serve.add_argument("--node-memory", type=_quantity, default="32Gi", help="each node's memory (default 32Gi)")
