@@ -235,8 +235,8 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"kubenexus certs ensure: {exc}", file=sys.stderr)
         return 2
+    client = new_api_client(args.kubeconfig or config.kubeconfig, pool_size=2, retries=3)  # no kubeconfig: usage (2)
     try:
-        client = new_api_client(args.kubeconfig or config.kubeconfig, pool_size=2, retries=3)
         result = ensure(client, target, policy, cert_dir=args.cert_dir, timeout=max(config.api_timeout_seconds, 5.0))
     except Exception as exc:  # noqa: BLE001 (a CLI reports any failure in one line)
         print(f"kubenexus certs ensure: {exc}", file=sys.stderr)

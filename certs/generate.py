@@ -130,10 +130,10 @@ def _run(args: argparse.Namespace) -> int:
             days=args.days,
         )
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"kubenexus certs generate: {e}", file=sys.stderr)
         return 2
     except OSError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"kubenexus certs generate: {e}", file=sys.stderr)
         return 1
     print(f"ca.crt: {result.ca_cert}")
     print(f"ca.key: {result.ca_key}")

@@ -31,6 +31,8 @@ from gang.config import Config, ConfigError, config_from_text, config_or_exit
 from gang.objects import Obj
 from gang.validate import check_namespace_label
 from kube.client import api_request, new_api_client
+from kubenexus.errors import FOUND, UNREACHABLE, USAGE, CommandError
+from kubenexus.output import add_output, dump
 
 Access = tuple[str, str, str, str, str]  # verb, API group, resource, namespace ("" everywhere), name ("" any)
 RENEWAL_GRACE = datetime.timedelta(hours=1)  # a renewal due for longer than this has failed
@@ -464,10 +466,16 @@ def diagnose(cluster: Cluster, config: Config, now: datetime.datetime | None = N
     return findings
 
 
+def _ordered(findings: Iterable[Finding]) -> list[Finding]:
+    return sorted(findings, key=lambda f: (f.ok, f.info))  # problems first, then what waits, then what is fine
+
+
+def _status(finding: Finding) -> str:
+    return "PROBLEM" if not finding.ok else "waiting" if finding.info else "ok     "
+
+
 def render(findings: Iterable[Finding]) -> str:
-    ordered = sorted(findings, key=lambda f: (f.ok, f.info))
-    return "\n".join(f"{'PROBLEM' if not f.ok else 'waiting' if f.info else 'ok     '}  [{f.check}] {f.text}"
-                     for f in ordered)
+    return "\n".join(f"{_status(f)}  [{f.check}] {f.text}" for f in _ordered(findings))
 
 
 def installed_config(cluster: Cluster, namespace: str) -> tuple[Config, Finding]:
@@ -492,24 +500,52 @@ def installed_config(cluster: Cluster, namespace: str) -> tuple[Config, Finding]
                            f"{config.namespace}")
 
 
+def reachable(api_client: Any, timeout: float = 10.0) -> None:
+    """Fail at once, in one line, when the apiserver does not answer: every check would fail the same way."""
+    host = api_client.configuration.host
+    try:
+        status, _ = api_request(api_client, "GET", "/version", timeout)
+    except Exception as exc:  # noqa: BLE001 — urllib3's and ssl's errors alike: the cluster is not reachable
+        reason = getattr(exc, "reason", None) or exc
+        raise CommandError(f"cannot reach the apiserver at {host}: {' '.join(str(reason).split())}: is the cluster "
+                           "running, and is --kubeconfig (or KUBECONFIG) the right one?", UNREACHABLE) from None
+    if status in (401, 403):
+        raise CommandError(f"the apiserver at {host} refuses the kubeconfig's user (HTTP {status}): doctor needs "
+                           "a cluster-admin's kubeconfig (--kubeconfig)", USAGE)
+
+
+def as_data(findings: Iterable[Finding]) -> list[Obj]:
+    """The findings as ``-o json|yaml`` prints them, in ``render``'s order."""
+    return [{"status": _status(f).strip().lower(), "check": f.check, "text": f.text} for f in _ordered(findings)]
+
+
 def run(args: argparse.Namespace) -> int:
     if args.config:
         config = config_or_exit(args.config, "kubenexus doctor")
-        cluster = Cluster(new_api_client(args.kubeconfig or config.kubeconfig, pool_size=4, retries=1))
+        client = new_api_client(args.kubeconfig or config.kubeconfig, pool_size=4, retries=1)
+        reachable(client)
+        cluster = Cluster(client)
         findings = [Finding(True, "configuration", f"{args.config} (given with --config)")]
     else:
-        cluster = Cluster(new_api_client(args.kubeconfig, pool_size=4, retries=1))
+        client = new_api_client(args.kubeconfig, pool_size=4, retries=1)
+        reachable(client)
+        cluster = Cluster(client)
         config, finding = installed_config(cluster, args.namespace)
         findings = [finding]
     findings += diagnose(cluster, config)
-    print(render(findings))
-    return 0 if all(f.ok for f in findings) else 1
+    print(render(findings) if args.output == "text" else dump(as_data(findings), args.output))
+    return 0 if all(f.ok for f in findings) else FOUND
 
 
 def add_parser(subcommands: Any) -> None:
-    parser = subcommands.add_parser("doctor", help="check a live installation and say what is wrong")
+    parser = subcommands.add_parser(
+        "doctor", help="check a live installation and say what is wrong",
+        description="Check a live installation and say what is wrong. Exit status: 0 when nothing is wrong (gangs "
+        "waiting for members or capacity are not problems), 1 when a check found a problem, 2 on a usage error "
+        "(arguments, configuration, kubeconfig), 3 when the apiserver cannot be reached.")
     parser.add_argument("--kubeconfig", help="kubeconfig of a cluster-admin (default: the configured one, ~/.kube)")
     parser.add_argument("--namespace", default=Config().namespace,
                         help="where KubeNexus is installed; its ConfigMap kubenexus-config says the rest")
     parser.add_argument("--config", help="check against this configuration file instead of the installed ConfigMap")
+    add_output(parser)
     parser.set_defaults(func=run)

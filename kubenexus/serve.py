@@ -46,14 +46,15 @@ def _nodes(args: argparse.Namespace) -> list[NodeSpec | dict[str, Any]]:
     import yaml
 
     from cluster.local import NodeSpec
+    from kubenexus.errors import opened
     from kubenexus.simulate import objects_in
 
     if not args.nodes_file:
         return [NodeSpec(f"node-{i}", cpu=args.node_cpu, memory=args.node_memory) for i in range(args.nodes)]
     try:
-        with open(args.nodes_file, encoding="utf-8") as handle:
+        with opened(args.nodes_file) as handle:  # - for stdin
             nodes = objects_in(yaml.safe_load_all(handle))
-    except (OSError, yaml.YAMLError) as exc:
+    except yaml.YAMLError as exc:
         raise ValueError(f"cannot read {args.nodes_file}: {exc}") from None
     if not nodes or any(node.get("kind") != "Node" for node in nodes):
         raise ValueError(f"{args.nodes_file}: expected one or more Node objects (or a List of them)")
@@ -137,7 +138,8 @@ def add_parser(subparsers: Any) -> None:
     serve = commands.add_parser("serve", help="run the local cluster with the webhook and the gate controller",
                                 description=__doc__)
     serve.add_argument("--bare", action="store_true", help="serve the Kubernetes API alone (no webhook, controller)")
-    serve.add_argument("--nodes-file", help="YAML with the Node objects to create (kubectl get nodes -o yaml works)")
+    serve.add_argument("--nodes-file",
+                       help="YAML (- for stdin) with the Node objects to create (kubectl get nodes -o yaml works)")
     serve.add_argument("--nodes", type=_count, default=3, help="number of nodes (without --nodes-file)")
     serve.add_argument("--node-cpu", type=_quantity, default="8", help="each node's cpu (default 8)")
     serve.add_argument("--node-memory", type=_quantity, default="32Gi", help="each node's memory (default 32Gi)")

@@ -3,7 +3,10 @@
 The snapshot is ordinary Kubernetes YAML (Nodes, Pods bound and pending, root objects; ``List``
 objects are unpacked). It goes through the controller's own state and engine, reservations of
 released-but-unbound pods included, so "what if I submit this job now" gets the answer the
-controller would give.
+controller would give. The job itself will do: a root object no pod is owned by yet is submitted, the pods its
+operator creates first (its adapter's ``created``) admitted as the webhook would admit them (``submit``).
+
+Exit status: 1 when a gang can never fit or cannot be certified, 2 on a usage error (``kubenexus.errors``).
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import sys
 import time
 from collections.abc import Callable, Iterable
 from datetime import date, datetime
@@ -20,7 +22,7 @@ from typing import Any, TypeVar
 import jsonpatch
 import yaml
 
-from controller.engine import Cycle, Engine
+from controller.engine import Cycle, Engine, Verdict
 from controller.owners import Step, resolve, root_annotations
 from controller.state import ClusterState
 from controller.status import Desired, Tracker, new_podgroup, podgroup_name, status_for
@@ -29,6 +31,8 @@ from gang import keys
 from gang.config import Config, config_or_exit
 from gang.kinds import POD_GROUP
 from gang.objects import MemorySource, Obj
+from kubenexus.errors import FOUND, CommandError, opened
+from kubenexus.output import add_output, dump
 
 T = TypeVar("T")
 
@@ -90,6 +94,58 @@ def _timestamp(now: float) -> str:
     return datetime.fromtimestamp(now).astimezone().isoformat()
 
 
+def _uid(meta: Obj) -> str:
+    return str(meta.get("uid") or f"simulated-{meta.get('namespace')}-{meta.get('name')}")
+
+
+def submit(objects: list[Obj], config: Config, now: float) -> tuple[list[Obj], list[Obj]]:
+    """Jobs just submitted: every object of a registered root kind without a status (its operator has not seen it;
+    a finished job whose pods are gone has one) that nothing in the snapshot is owned by yet.
+    The pods its operator creates first (its adapter's ``created``, with any owners between them and the root) go
+    through admission (``admit_pod``, as
+    ``/mutate`` and ``explain``) and join the snapshot as admission leaves them, created ``now``. Returns the
+    snapshot with them, and for each job what admission did with each pod (``pods`` None: its kind's pods are not
+    modelled, the snapshot must hold them)."""
+    from gang.adapters.table import adapter_for
+    from kubenexus.explain import admit
+
+    owners = {ref.get("uid") for obj in objects for ref in (obj.get("metadata") or {}).get("ownerReferences") or []
+              if isinstance(ref, dict)}
+    snapshot, jobs, created = [], [], []
+    for obj in objects:
+        adapter = None if obj["kind"] in ("Node", "Pod") else adapter_for(str(obj.get("apiVersion", "")), obj["kind"])
+        if adapter is None or obj.get("status") or obj["metadata"].get("uid") in owners:  # its operator has acted
+            snapshot.append(obj)
+            continue
+        meta = {**obj["metadata"], "namespace": obj["metadata"].get("namespace") or "default"}
+        root = {**obj, "metadata": {**meta, "uid": _uid(meta)}}
+        snapshot.append(root)
+        made = _parse(root, functools.partial(adapter.created, root))
+        jobs.append({"namespace": meta["namespace"], "kind": obj["kind"], "name": meta["name"],
+                     "pods": None if made is None else [], "missing": []})
+        for index, child in enumerate(made or []):
+            child_meta = child["metadata"]
+            child_meta.setdefault("name", f"{child_meta.get('generateName', '')}{index:05d}")  # k8s: 5 random
+            child_meta.update(namespace=meta["namespace"], creationTimestamp=_timestamp(now))
+            child_meta.setdefault("uid", _uid(child_meta))
+            if child["kind"] == "Pod":
+                created.append((jobs[-1], child))
+            else:  # an owner between the pods and the root (a JobSet's Jobs): the owner walk reads it
+                snapshot.append(child)
+    roots = [obj for obj in snapshot if obj["kind"] not in ("Node", "Pod")]
+    for job, pod in created:
+        admission, missing = admit(pod, job["namespace"], roots, config)
+        decision = admission.decision
+        job["pods"].append({"name": pod["metadata"]["name"], "action": decision.action.value,
+                            "allowed": not admission.denial, "denial": admission.denial, "group": decision.group,
+                            "size": decision.size, "reasons": list(decision.reasons),
+                            "warnings": list(decision.warnings)})
+        job["missing"] += [m for m in missing if m not in job["missing"]]
+        if not admission.denial:
+            snapshot.append(admission.pod)
+    return snapshot, jobs
+
+
 def simulate(objects: list[Obj], config: Config, now: float) -> tuple[Cycle, list[Obj]]:
     """One decision pass over the snapshot; also the pods admission left unresolved that are released now."""
     cycle, ungated, _ = simulate_podgroups(objects, config, now)
@@ -139,7 +195,8 @@ def _podgroup(want: Desired, roots: MemorySource, now: float) -> Obj:
     return obj
 
 
-def report(cycle: Cycle, ungated: list[Obj], podgroups: list[Obj] | None = None) -> Obj:
+def report(cycle: Cycle, ungated: list[Obj], podgroups: list[Obj] | None = None,
+           submitted: list[Obj] | None = None) -> Obj:
     gangs = [{"namespace": d.key[0], "name": d.key[1], "decision": d.decision, "reason": d.reason,
               "plan": dict(sorted(d.plan.items())), "released": sorted(d.released),
               # only for gangs whose root asks for a topology
@@ -148,14 +205,38 @@ def report(cycle: Cycle, ungated: list[Obj], podgroups: list[Obj] | None = None)
     deleted = [{"namespace": e.key[0], "gang": e.key[1], "whole_gang": e.whole_gang, "reason": e.reason,
                 "message": e.message, "pods": sorted(p.name for p in e.pods)}
                for e in sorted(cycle.evictions, key=lambda e: (e.key[0], e.key[1]))]
-    result: Obj = {"gangs": gangs, "ungated": ungated, "deleted": deleted}
+    result: Obj = {"submitted": submitted or [], "gangs": gangs, "ungated": ungated, "deleted": deleted}
     if podgroups is not None:
         result["podgroups"] = sorted(podgroups, key=lambda g: (g["metadata"]["namespace"], g["metadata"]["name"]))
     return result
 
 
+def _admitted(job: Obj) -> list[str]:
+    """What admission did with a submitted job's pods: one line per distinct outcome."""
+    where = f"{job['namespace']}/{job['name']}: {job['kind']} submitted"
+    if job["pods"] is None:
+        return [f"{where}: simulate does not model the pods its operator creates; add them to the snapshot as "
+                "admission leaves them"]
+    outcomes: dict[str, list[str]] = {}
+    for pod in job["pods"]:
+        if pod["denial"]:
+            outcome = f"refused: {pod['denial']}"
+        elif pod["action"] == "gang":
+            outcome = f"gated as members of gang {pod['group']} of {pod['size']}"
+        elif pod["action"] == "unresolved":
+            outcome = "gated as unresolved"
+        else:
+            outcome = f"admitted without gang scheduling: {pod['reasons'][-1]}"
+        outcomes.setdefault(outcome, []).append(pod["name"])
+    lines = [f"{where}: its operator creates {len(job['pods'])} pod(s) first"]
+    lines += [f"    {', '.join(names)}: {outcome}" for outcome, names in outcomes.items()]
+    if job["missing"]:
+        lines.append(f"    decided without {', '.join(job['missing'])}: not in the snapshot")
+    return lines
+
+
 def _text(result: Obj) -> str:
-    lines = []
+    lines = [line for job in result["submitted"] for line in _admitted(job)]
     groups = {(g["metadata"]["namespace"], g["metadata"]["name"]): g for g in result.get("podgroups") or []}
     for gang in result["gangs"]:
         where = f" [{', '.join(gang['domains'])}]" if gang.get("domains") else ""
@@ -187,37 +268,40 @@ def _now(text: str | None) -> float:
         raise ScenarioError(f"--now: {text!r} is not an RFC 3339 time (e.g. 2026-11-22T10:00:00Z)") from None
 
 
+#: Decisions waiting cannot change: ``simulate`` exits 1 when a gang gets one (the job must change, not the cluster).
+STUCK = (Verdict.NEVER_FITS, Verdict.NOT_CERTIFIABLE)
+
+
 def run(args: argparse.Namespace) -> int:
     config = config_or_exit(args.config, "kubenexus simulate")
     try:
         now = _now(args.now)
     except ScenarioError as exc:
-        print(f"kubenexus simulate: {exc}", file=sys.stderr)
-        return 2
-    try:
-        with open(args.scenario, encoding="utf-8") as handle:
+        raise CommandError(str(exc)) from None
+    with opened(args.scenario) as handle:
+        try:
             # libyaml's loader when present: snapshots of real clusters run to many megabytes.
             objects = objects_in(yaml.load_all(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
-    except (OSError, yaml.YAMLError) as exc:
-        print(f"kubenexus simulate: cannot read {args.scenario}: {exc}", file=sys.stderr)
-        return 2
-    except ScenarioError as exc:
-        print(f"kubenexus simulate: {args.scenario}: {exc}", file=sys.stderr)
-        return 2
-    try:
-        cycle, ungated, podgroups = simulate_podgroups(objects, config, now)
-    except ScenarioError as exc:
-        print(f"kubenexus simulate: {args.scenario}: {exc}", file=sys.stderr)
-        return 2
-    result = report(cycle, ungated, podgroups)
-    print(json.dumps(result, indent=2) if args.json else _text(result))
-    return 0
+            objects, submitted = submit(objects, config, now)
+            cycle, ungated, podgroups = simulate_podgroups(objects, config, now)
+        except yaml.YAMLError as exc:
+            raise CommandError(f"cannot read {args.scenario}: {' '.join(str(exc).split())}") from None
+        except ScenarioError as exc:
+            raise CommandError(f"{args.scenario}: {exc}") from None
+    result = report(cycle, ungated, podgroups, submitted)
+    print(_text(result) if args.output == "text" else dump(result, args.output))
+    return FOUND if any(d.decision in STUCK for d in cycle.gangs) else 0
 
 
 def add_parser(subcommands: Any) -> None:
-    parser = subcommands.add_parser("simulate", help="what the gate controller would decide for a cluster snapshot")
-    parser.add_argument("scenario", help="YAML with Nodes, Pods (bound and pending) and root objects")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser = subcommands.add_parser(
+        "simulate", help="what the gate controller would decide for a cluster snapshot",
+        description="What the gate controller would decide for a cluster snapshot (Nodes, Pods, root objects). "
+        "Exit status: 0 when every gang is released, running or waiting for something that can come (members, "
+        "capacity); 1 when a gang can never fit or cannot be certified; 2 on a usage error.")
+    parser.add_argument("scenario", metavar="SNAPSHOT",
+                        help="YAML (- for stdin) with Nodes, Pods (bound and pending) and root objects")
+    add_output(parser)
     parser.add_argument("--now", help="evaluate at this RFC 3339 time (default: now)")
     parser.add_argument("--config", help="the controller's configuration file")
     parser.set_defaults(func=run)

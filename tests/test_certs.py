@@ -242,7 +242,7 @@ def test_cli_bad_namespace(tmp_path, capsys: pytest.CaptureFixture[str]) -> None
     args = _parser().parse_args(["generate", "--service", SVC, "--namespace", "Bad_NS", "--out", str(out)])
     assert args.func(args) == 2
     captured = capsys.readouterr()
-    assert captured.err.startswith("error: namespace:")
+    assert captured.err.startswith("kubenexus certs generate: namespace:")
     assert "caBundle" not in captured.out
     assert not out.exists()
 

@@ -78,9 +78,9 @@ class Install:
             self.controller.stop()
             self.controller = None
 
-    def doctor(self) -> tuple[int, str]:
-        done = subprocess.run([KUBENEXUS, "doctor", "--kubeconfig", self.cluster.kubeconfig], capture_output=True,
-                              text=True, timeout=120)
+    def doctor(self, *args: str) -> tuple[int, str]:
+        done = subprocess.run([KUBENEXUS, "doctor", "--kubeconfig", self.cluster.kubeconfig, *args],
+                              capture_output=True, text=True, timeout=120)
         assert not done.stderr, done.stderr
         return done.returncode, done.stdout
 
@@ -171,6 +171,9 @@ def test_a_healthy_installation(install: Install) -> None:
     code, out = install.doctor()
     assert code == 0, out
     assert not problems(out), out
+    code, listed = install.doctor("-o", "json")  # the same findings, for programs
+    assert code == 0 and [(f["status"], f["check"]) for f in json.loads(listed)] == [
+        (line[:7].strip().lower(), line.split("]")[0].split("[")[1]) for line in out.splitlines()], listed
     webhook_configurations = lines(out, "webhook configurations")
     assert len(webhook_configurations) == 2 and all(line.startswith("ok") for line in webhook_configurations), out
     # every entry, with the failure policy of its scope (Fail only for namespaces labelled enabled)

@@ -406,18 +406,18 @@ def test_explain_bad_pod_file_exits_2(tmp_path, pod_text):
     pod_file.write_text(pod_text)
     run = subprocess.run([KUBENEXUS, "explain", "--pod", str(pod_file)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 2
-    assert run.stderr.startswith("error:") and "Traceback" not in run.stderr
+    assert run.stderr.startswith("kubenexus explain: ") and "Traceback" not in run.stderr
 
 
 def test_explain_missing_files_exit_2(tmp_path):
     missing = str(tmp_path / "nope.yaml")
     run = subprocess.run([KUBENEXUS, "explain", "--pod", missing], capture_output=True, text=True, timeout=60)
-    assert run.returncode == 2 and run.stderr.startswith("error:") and "nope.yaml" in run.stderr
+    assert run.returncode == 2 and run.stderr.startswith("kubenexus explain: ") and "nope.yaml" in run.stderr
     pod_file = tmp_path / "pod.yaml"
     pod_file.write_text(yaml.safe_dump(make_pod()))
     run = subprocess.run([KUBENEXUS, "explain", "--pod", str(pod_file), "--objects", missing],
                          capture_output=True, text=True, timeout=60)
-    assert run.returncode == 2 and run.stderr.startswith("error:") and "nope.yaml" in run.stderr
+    assert run.returncode == 2 and run.stderr.startswith("kubenexus explain: ") and "nope.yaml" in run.stderr
 
 
 @pytest.mark.parametrize("objects_text", [
@@ -433,4 +433,4 @@ def test_explain_bad_objects_file_exits_2(tmp_path, objects_text):
     run = subprocess.run([KUBENEXUS, "explain", "--pod", str(pod_file), "--objects", str(objects_file)],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2
-    assert run.stderr.startswith("error:") and "Traceback" not in run.stderr
+    assert run.stderr.startswith("kubenexus explain: ") and "Traceback" not in run.stderr

@@ -172,7 +172,8 @@ def prepare_certificates(config: Config, deadline_seconds: float = STARTUP_CERTS
 
     A failing ensure is retried while there is no usable certificate; with one (a restart, an
     apiserver blip) the webhook starts on it and the periodic loop catches up. Exits 1 if no usable
-    pair appears in time (the kubelet may also be the one delivering it, from the mounted Secret).
+    pair appears in time (the kubelet may also be the one delivering it, from the mounted Secret), at once when the
+    certificate directory does not exist (a mounted volume always does; only ``certs ensure`` could create it).
     """
     deadline = time.monotonic() + deadline_seconds
     delay = 0.5
@@ -187,6 +188,11 @@ def prepare_certificates(config: Config, deadline_seconds: float = STARTUP_CERTS
                     break
                 except Exception as exc:
                     problem = _usable_pair(config)
+                    if problem is not None and not os.path.isdir(config.cert_dir):
+                        raise SystemExit(f"kubenexus webhook: the certificate directory {config.cert_dir} does not "
+                                         f"exist and certs ensure failed ({exc}): create a pair with `kubenexus certs "
+                                         f"generate --out {config.cert_dir} ...` and set certs.mode external, or "
+                                         "give the webhook a kubeconfig that reaches the apiserver") from None
                     if problem is None:
                         log.warning("certificates: ensure failed at start-up, serving the certificate on disk: %s",
                                     exc)
@@ -199,6 +205,10 @@ def prepare_certificates(config: Config, deadline_seconds: float = STARTUP_CERTS
         finally:
             client.close()
     while (problem := _usable_pair(config)) is not None:
+        if not os.path.isdir(config.cert_dir):  # nothing will deliver files into a directory that is not there
+            raise SystemExit(f"kubenexus webhook: the certificate directory {config.cert_dir} does not exist: create "
+                             f"a pair with `kubenexus certs generate --out {config.cert_dir} ...`, or set "
+                             "server.certDir")
         if time.monotonic() + delay > deadline:
             raise SystemExit(f"kubenexus webhook: no usable serving certificate in {config.cert_dir}: {problem}")
         time.sleep(delay)

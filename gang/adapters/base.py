@@ -7,6 +7,7 @@ created later. It never talks to the API and never mutates anything.
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -122,6 +123,15 @@ class WorkloadAdapter(ABC):
         """A reason when the root uses an operator-native gang scheduler we must not fight."""
         return None
 
+    def created(self, root: Obj) -> list[Obj] | None:
+        """What the operator creates right after ``root`` is submitted (its first stage): the pods, as far as
+        admission and planning read them (name or generateName, labels, owner references, the pod spec), after any
+        owner objects between them and the root (a JobSet's Jobs, with a uid of their own); no namespace. Called
+        on whole objects, never the owner cache's slim ones. ``kubenexus simulate`` runs the pods through admission
+        ("what if I submit this job"); ``tests/test_created.py`` checks everything against the emulated operators.
+        None: not modelled."""
+        return None
+
 
 # --- helpers shared by adapters -------------------------------------------------------
 
@@ -173,3 +183,29 @@ def job_pods(job_spec: Obj) -> int:
     parallelism = as_int(job_spec.get("parallelism"), 1)
     completions = job_spec.get("completions")
     return parallelism if completions is None else min(parallelism, as_int(completions, parallelism))
+
+
+def controller_ref(owner: Obj) -> Obj:
+    """The owner reference an operator sets on what it creates (metav1.NewControllerRef)."""
+    meta = mapping(owner.get("metadata"))
+    return {"apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"), "name": meta.get("name"),
+            "uid": meta.get("uid"), "controller": True, "blockOwnerDeletion": True}
+
+
+def template_pod(template: Any, pod_labels: Mapping[str, str], owner: Obj, *, name: str = "",
+                 generate_name: str = "") -> Obj:
+    """A pod stamped from a pod template as controller.GetPodFromTemplate does: the template's labels and
+    annotations, the operator's labels on top, owned by ``owner``."""
+    template_meta = mapping(mapping(template).get("metadata"))
+    meta: Obj = {"labels": {**mapping(template_meta.get("labels")), **pod_labels},
+                 "ownerReferences": [controller_ref(owner)]}
+    if template_meta.get("annotations"):
+        meta["annotations"] = dict(mapping(template_meta.get("annotations")))
+    if template_meta.get("finalizers"):
+        meta["finalizers"] = list(template_meta["finalizers"])
+    if name:
+        meta["name"] = name
+    if generate_name:
+        meta["generateName"] = generate_name
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": copy.deepcopy(spec(mapping(template)))}

@@ -8,6 +8,8 @@ of the first stage announce them. A JobSet restart recreates every Job with a ne
 
 from __future__ import annotations
 
+import copy
+import hashlib
 from typing import Any, TypedDict
 
 from gang.adapters.base import (
@@ -16,6 +18,7 @@ from gang.adapters.base import (
     Obj,
     WorkloadAdapter,
     as_int,
+    controller_ref,
     expected_from_template,
     job_pods,
     labels_of,
@@ -26,11 +29,13 @@ from gang.adapters.base import (
 )
 from gang.kinds import Kind
 from gang.shapes import JobTemplate
+from workloads.batch.adapter import job_created_pods
 
 GROUP = "jobset.x-k8s.io"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+STAMP = "jobset.sigs.k8s.io"  # the prefix of the keys the controller stamps on Jobs and pods
 
 
 class _ReplicatedJobShape(TypedDict, total=False):
@@ -86,11 +91,58 @@ def jobset_membership(pod: Obj, chain: Chain, jobset: Obj, group: str) -> Member
     return Membership(True, reason, group, size, expected=expected)
 
 
+def stage_jobs(jobset: Obj) -> list[Obj]:
+    """The Jobs of the first stage, as the JobSet controller stamps them: ``<jobset>-<replicated job>-<index>``,
+    labelled and annotated with the JobSet's keys (Job and pod template alike), Indexed and restartPolicy OnFailure
+    unless set (JobSet's webhook defaults), DNS hostnames on, suspended with the JobSet. Each has a uid of its own
+    (the root's and its name) for its pods' owner references."""
+    jobset_spec, meta = spec(jobset), mapping(jobset.get("metadata"))
+    replicated, later = _replicated_jobs(jobset_spec), _later(jobset_spec)
+    total = sum(as_int(r.get("replicas"), 1) for r in replicated)
+    network = mapping(jobset_spec.get("network"))
+    jobs, offset = [], 0
+    for rjob in replicated:
+        replicas = as_int(rjob.get("replicas"), 1)
+        for index in range(replicas) if rjob not in later else ():
+            name = f"{name_of(jobset)}-{rjob.get('name')}-{index}"
+            stamp = {f"{STAMP}/jobset-name": name_of(jobset), f"{STAMP}/replicatedjob-name": str(rjob.get("name")),
+                     RESTART_ATTEMPT_LABEL: str(as_int(mapping(jobset.get("status")).get("restarts"), 0)),
+                     f"{STAMP}/replicatedjob-replicas": str(replicas), f"{STAMP}/global-replicas": str(total),
+                     JOB_INDEX_LABEL: str(index),
+                     f"{STAMP}/job-key": hashlib.sha1(f"{meta.get('namespace')}/{name}".encode()).hexdigest(),
+                     f"{STAMP}/job-global-index": str(offset + index)}
+            template = copy.deepcopy(mapping(rjob.get("template")))
+            job_spec = template.setdefault("spec", {})
+            job_spec.setdefault("completionMode", "Indexed")
+            pod_template = job_spec.setdefault("template", {})
+            for target in (template.setdefault("metadata", {}), pod_template.setdefault("metadata", {})):
+                target["labels"] = {**mapping(target.get("labels")), **stamp}
+                target["annotations"] = {**mapping(target.get("annotations")), **stamp}
+            pod_spec = pod_template.setdefault("spec", {})
+            pod_spec.setdefault("restartPolicy", "OnFailure")
+            if network.get("enableDNSHostnames", True):
+                pod_spec["subdomain"] = network.get("subdomain") or name_of(jobset)
+            job_spec["suspend"] = jobset_spec.get("suspend") is True
+            jobs.append({"apiVersion": "batch/v1", "kind": "Job",
+                         "metadata": {"name": name, "uid": f"{meta.get('uid')}-{name}",
+                                      "labels": template["metadata"]["labels"],
+                                      "annotations": template["metadata"]["annotations"],
+                                      "ownerReferences": [controller_ref(jobset)]},
+                         "spec": job_spec})
+        offset += replicas
+    return jobs
+
+
 class JobSetAdapter(WorkloadAdapter):
     kind = Kind(GROUP, "JobSet", "jobsets")
     spec_shape = _JobSetShape
     role_label = REPLICATED_JOB_LABEL  # a replicated job's name (the role of its expected members)
     child_labels = (REPLICATED_JOB_LABEL, JOB_INDEX_LABEL)  # one child Job: <replicated job>-<index>
+
+    def created(self, root: Obj) -> list[Obj] | None:
+        """The first stage's Jobs, then their pods."""
+        jobs = stage_jobs(root)
+        return [*jobs, *(pod for job in jobs for pod in job_created_pods(job))]
 
     def pod_count(self, root: Obj) -> int | None:
         return jobset_pod_count(spec(root))

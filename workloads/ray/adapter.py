@@ -17,6 +17,7 @@ from gang.adapters.base import (
     name_of,
     not_member,
     spec,
+    template_pod,
 )
 from gang.kinds import Kind
 
@@ -44,17 +45,27 @@ class _ServiceShape(TypedDict, total=False):
     rayClusterConfig: _ClusterShape
 
 
+def group_pods(cluster_spec: Obj, group: Obj) -> int:
+    """A worker group's pods: clamp(replicas, min, max) × numOfHosts; minReplicas under in-tree autoscaling."""
+    low = as_int(group.get("minReplicas"), 0)
+    high = as_int(group.get("maxReplicas"), 2**31)
+    wanted = low if cluster_spec.get("enableInTreeAutoscaling") is True else as_int(group.get("replicas"), 0)
+    return max(low, min(wanted, high)) * max(as_int(group.get("numOfHosts"), 1), 1)
+
+
 def cluster_pods(cluster_spec: Obj) -> int:
-    """1 head + Σ clamp(replicas, min, max) × numOfHosts; minReplicas under in-tree autoscaling."""
-    autoscaling = cluster_spec.get("enableInTreeAutoscaling") is True
-    total = 1
-    for group in cluster_spec.get("workerGroupSpecs") or []:
-        group = mapping(group)
-        low = as_int(group.get("minReplicas"), 0)
-        high = as_int(group.get("maxReplicas"), 2**31)
-        wanted = low if autoscaling else as_int(group.get("replicas"), 0)
-        total += max(low, min(wanted, high)) * max(as_int(group.get("numOfHosts"), 1), 1)
-    return total
+    """1 head + every worker group's pods."""
+    return 1 + sum(group_pods(cluster_spec, mapping(g)) for g in cluster_spec.get("workerGroupSpecs") or [])
+
+
+def _node_pod(cluster: Obj, group: Obj, name: str | None) -> Obj:
+    """A head (``name`` None) or worker pod as KubeRay stamps it from its group's template."""
+    cluster_name, kind = name_of(cluster), "head" if name is None else "worker"
+    labels = {"ray.io/cluster": cluster_name, "ray.io/node-type": kind, "ray.io/group": name or "headgroup",
+              "ray.io/identifier": f"{cluster_name}-{kind}", "ray.io/is-ray-node": "yes",
+              "app.kubernetes.io/name": "kuberay", "app.kubernetes.io/created-by": "kuberay-operator"}
+    prefix = f"{cluster_name}-head-" if name is None else f"{cluster_name}-{name}-worker-"
+    return template_pod(group.get("template"), labels, cluster, generate_name=prefix)
 
 
 def _native(obj: Obj | None, kind: str) -> str | None:
@@ -81,6 +92,17 @@ class RayClusterAdapter(WorkloadAdapter):
 
     def native_scheduler(self, root: Obj) -> str | None:
         return _native(root, "RayCluster")
+
+    def created(self, root: Obj) -> list[Obj] | None:
+        """The head and every worker group's pods together (none while suspended)."""
+        cluster_spec = spec(root)
+        if cluster_spec.get("suspend") is True:
+            return []
+        pods = [_node_pod(root, mapping(cluster_spec.get("headGroupSpec")), None)]
+        for group in map(mapping, cluster_spec.get("workerGroupSpecs") or []):
+            pods += [_node_pod(root, group, str(group.get("groupName", "")))
+                     for _ in range(group_pods(cluster_spec, group))]
+        return pods
 
 
 class RayJobAdapter(WorkloadAdapter):

@@ -17,6 +17,7 @@ from gang.adapters.base import (
     Obj,
     WorkloadAdapter,
     as_int,
+    controller_ref,
     labels_of,
     mapping,
     name_of,
@@ -89,18 +90,19 @@ def executor_count(app_spec: Obj) -> int:
     return count
 
 
-def executor_requests(app_spec: Obj) -> dict[str, str]:
-    """cpu = coreRequest or cores; memory = memory + overhead; GPUs from executor.gpu."""
+def role_requests(app_spec: Obj, role: str = "executor") -> dict[str, str]:
+    """A driver's or executor's pod requests: cpu = coreRequest or cores; memory = memory + overhead; GPUs from
+    its gpu."""
     conf = _conf(app_spec)
-    executor = mapping(app_spec.get("executor"))
+    part = mapping(app_spec.get(role))
     requests: dict[str, Decimal] = {}
     try:
-        requests["cpu"] = parse_quantity(executor.get("coreRequest") or executor.get("cores") or 1)
+        requests["cpu"] = parse_quantity(part.get("coreRequest") or part.get("cores") or 1)
     except QuantityError:
         requests["cpu"] = Decimal(1)
-    memory = jvm_memory_mib(executor.get("memory") or conf.get("spark.executor.memory") or "1g")
+    memory = jvm_memory_mib(part.get("memory") or conf.get(f"spark.{role}.memory") or "1g")
     if memory is not None:
-        overhead = jvm_memory_mib(executor.get("memoryOverhead") or conf.get("spark.executor.memoryOverhead"))
+        overhead = jvm_memory_mib(part.get("memoryOverhead") or conf.get(f"spark.{role}.memoryOverhead"))
         if overhead is None:
             python = str(app_spec.get("type", "")).lower() in ("python", "r")
             factor_text = app_spec.get("memoryOverheadFactor") or conf.get("spark.kubernetes.memoryOverheadFactor")
@@ -110,7 +112,7 @@ def executor_requests(app_spec: Obj) -> dict[str, str]:
                 factor = Decimal("0.4" if python else "0.1")
             overhead = max(MIN_OVERHEAD_MIB, (factor * memory).to_integral_value(rounding="ROUND_FLOOR"))
         requests["memory"] = ((memory + overhead) * MIB).to_integral_value()
-    gpu = mapping(executor.get("gpu"))
+    gpu = mapping(part.get("gpu"))
     if gpu.get("name"):
         requests[str(gpu["name"])] = Decimal(as_int(gpu.get("quantity"), 1))
     return format_requests(requests)
@@ -121,7 +123,7 @@ def _executors(app_spec: Obj, count: int) -> ExpectedMember:
     return ExpectedMember(
         role="executor",
         count=count,
-        requests=executor_requests(app_spec),
+        requests=role_requests(app_spec),
         node_selector={**mapping(app_spec.get("nodeSelector")), **mapping(executor.get("nodeSelector"))},
         tolerations=tuple(executor.get("tolerations") or ()),
         affinity=mapping(executor.get("affinity")) or None,
@@ -140,6 +142,39 @@ def spark_membership(pod: Obj, app: Obj) -> Membership:
         return Membership(True, f"Spark driver: first stage, expects {executors} executor(s)", group, size,
                           expected=expected)
     return not_member(f"pod has no {ROLE_LABEL} label of driver or executor")
+
+
+def driver_pod(app: Obj) -> Obj:
+    """The driver pod as spark-submit creates it for the operator, as far as admission and planning read it: its
+    role label, resources (requests; memory and any coreLimit or GPU as limits), placement and scheduler."""
+    app_spec, meta = spec(app), mapping(app.get("metadata"))
+    driver = mapping(app_spec.get("driver"))
+    requests = role_requests(app_spec, "driver")
+    limits = {"memory": requests["memory"]} if "memory" in requests else {}
+    if driver.get("coreLimit"):
+        limits["cpu"] = str(driver["coreLimit"])
+    limits.update({k: v for k, v in requests.items() if k not in ("cpu", "memory")})
+    container = {"name": "spark-kubernetes-driver", "image": driver.get("image") or app_spec.get("image"),
+                 "resources": {"requests": {k: requests[k] for k in ("cpu", "memory") if k in requests},
+                               "limits": limits}}
+    pod_spec: Obj = {"containers": [container], "restartPolicy": "Never"}
+    if driver.get("serviceAccount"):
+        pod_spec["serviceAccountName"] = driver["serviceAccount"]
+    selector = {**mapping(app_spec.get("nodeSelector")), **mapping(driver.get("nodeSelector"))}
+    if selector:
+        pod_spec["nodeSelector"] = selector
+    for field in ("tolerations", "affinity", "priorityClassName"):
+        if driver.get(field):
+            pod_spec[field] = driver[field]
+    scheduler = driver.get("schedulerName") or app_spec.get("batchScheduler")
+    if scheduler:
+        pod_spec["schedulerName"] = scheduler
+    labels = {**mapping(meta.get("labels")), **mapping(driver.get("labels")), ROLE_LABEL: "driver",
+              f"{GROUP}/app-name": name_of(app), f"{GROUP}/launched-by-spark-operator": "true"}
+    pod_meta: Obj = {"name": f"{name_of(app)}-driver", "labels": labels, "ownerReferences": [controller_ref(app)]}
+    if driver.get("annotations"):
+        pod_meta["annotations"] = dict(mapping(driver.get("annotations")))
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec}
 
 
 def _batch_scheduler(app: Obj) -> str | None:
@@ -161,6 +196,10 @@ class SparkApplicationAdapter(WorkloadAdapter):
 
     def native_scheduler(self, root: Obj) -> str | None:
         return _batch_scheduler(root)
+
+    def created(self, root: Obj) -> list[Obj] | None:
+        """The driver alone, ``<app>-driver`` (its executors come later, from the driver)."""
+        return [driver_pod(root)]
 
 
 class ScheduledSparkApplicationAdapter(WorkloadAdapter):

@@ -5,10 +5,21 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from gang.adapters.base import Chain, Membership, Obj, WorkloadAdapter, as_int, mapping, name_of, spec
+from gang.adapters.base import (
+    Chain,
+    Membership,
+    Obj,
+    WorkloadAdapter,
+    as_int,
+    mapping,
+    name_of,
+    spec,
+    template_pod,
+)
 from gang.kinds import Kind
 
 GROUP = "kubeflow.org"
+OPERATOR = "training.kubeflow.org"  # the operator's label prefix
 
 
 class RunPolicyShape(TypedDict, total=False):
@@ -39,13 +50,34 @@ def replica_total(replica_specs: object) -> int:
 
 
 class TrainingJobAdapter(WorkloadAdapter):
+    """``restart_policy``: the framework's default replica restartPolicy, which its pods get; None for a kind whose
+    pods ``created`` does not model (the v1 MPIJob's launcher and workers)."""
+
     role_label = "training.kubeflow.org/replica-type"  # lowercased by training-operator: master, worker, ps, ...
 
-    def __init__(self, kind: str, plural: str, replica_field: str, api_versions: tuple[str, ...] | None = None):
+    def __init__(self, kind: str, plural: str, replica_field: str, api_versions: tuple[str, ...] | None = None,
+                 restart_policy: str | None = "Never"):
         self.kind = Kind(GROUP, kind, plural)
         self.replica_field = replica_field
         self.api_versions = api_versions
         self.spec_shape = _training_shape(replica_field)
+        self.restart_policy = restart_policy
+
+    def created(self, root: Obj) -> list[Obj] | None:
+        """Every replica's pods at once, ``<job>-<replica type>-<index>``, labelled by job, replica type and index."""
+        if self.restart_policy is None:
+            return None
+        job, operator, pods = name_of(root), f"{self.kind.kind.lower()}-controller", []
+        for replica_type, replica in mapping(spec(root).get(self.replica_field)).items():
+            replica, role = mapping(replica), str(replica_type).lower()
+            for index in range(as_int(replica.get("replicas"), 1)):
+                labels = {f"{OPERATOR}/job-name": job, f"{OPERATOR}/operator-name": operator,
+                          f"{OPERATOR}/replica-type": role, f"{OPERATOR}/replica-index": str(index)}
+                pod = template_pod(replica.get("template"), labels, root, name=f"{job}-{role}-{index}")
+                policy = replica.get("restartPolicy") or self.restart_policy
+                pod["spec"]["restartPolicy"] = "Never" if policy == "ExitCode" else policy
+                pods.append(pod)
+        return pods
 
     def pod_count(self, root: Obj) -> int | None:
         return replica_total(spec(root).get(self.replica_field))
@@ -57,11 +89,11 @@ class TrainingJobAdapter(WorkloadAdapter):
                           name_of(chain.root), min_available(job_spec) or pods, pods=pods)
 
 
-PYTORCH = TrainingJobAdapter("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs")
+PYTORCH = TrainingJobAdapter("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", restart_policy="OnFailure")
 TENSORFLOW = TrainingJobAdapter("TFJob", "tfjobs", "tfReplicaSpecs")
 XGBOOST = TrainingJobAdapter("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs")
 PADDLE = TrainingJobAdapter("PaddleJob", "paddlejobs", "paddleReplicaSpecs")
 JAX = TrainingJobAdapter("JAXJob", "jaxjobs", "jaxReplicaSpecs")
-MPI_V1 = TrainingJobAdapter("MPIJob", "mpijobs", "mpiReplicaSpecs", api_versions=("v1",))
+MPI_V1 = TrainingJobAdapter("MPIJob", "mpijobs", "mpiReplicaSpecs", api_versions=("v1",), restart_policy=None)
 
 ADAPTERS: tuple[WorkloadAdapter, ...] = (PYTORCH, TENSORFLOW, XGBOOST, PADDLE, JAX, MPI_V1)
