@@ -349,7 +349,7 @@ def finale(kube: Any, story: Story, args: argparse.Namespace) -> None:
         print()
         print("The timeline picture (open it in a browser):")  # the path on a line of its own: it cannot wrap
         print(f"{INDENT}{args.timeline}")
-        print(f"`kubenexus timeline -n {NAMESPACE} -o FILE` draws it for any cluster.")
+        print(f"`kubenexus timeline -n {NAMESPACE} FILE` draws it for any cluster.")
 
 
 def run(args: argparse.Namespace) -> int:

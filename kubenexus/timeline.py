@@ -219,9 +219,9 @@ def run(args: argparse.Namespace) -> int:
 
     namespace = _namespace(args)
     found = gangs(*collect(new_api_client(args.kubeconfig, pool_size=2, retries=3), namespace))
-    draw(args.output, found, time.time(), f"namespace {namespace}" if namespace else "all namespaces")
+    draw(args.file, found, time.time(), f"namespace {namespace}" if namespace else "all namespaces")
     members = sum(len(g.members) for g in found)
-    print(f"{args.output}: {len(found)} gang(s), {members} member(s)")
+    print(f"{args.file}: {len(found)} gang(s), {members} member(s)")
     return 0
 
 
@@ -232,5 +232,6 @@ def add_parser(subparsers: Any) -> None:
     scope.add_argument("-n", "--namespace", help="the namespace (default: the kubeconfig context's, else default)")
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
     parser.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, then ~/.kube/config)")
-    parser.add_argument("-o", "--output", required=True, metavar="FILE", help="the HTML file to write")
+    # A positional file, not -o: everywhere else -o names an output format (text|json|yaml).
+    parser.add_argument("file", metavar="FILE", help="the HTML file to write")
     parser.set_defaults(func=run)

@@ -52,7 +52,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 def timeline(cluster: Any, out: Path, *scope: str) -> tuple[str, dict[str, list[str]]]:
     """Run the command (in this process: its start-up is not what is tested) and read the gangs it drew."""
-    args = cli.parser().parse_args(["timeline", *scope, "--kubeconfig", cluster.kubeconfig, "-o", str(out)])
+    args = cli.parser().parse_args(["timeline", *scope, "--kubeconfig", cluster.kubeconfig, str(out)])
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         assert args.func(args) == 0
