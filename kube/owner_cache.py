@@ -6,7 +6,8 @@ import sys
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from gang.kinds import Kind
@@ -16,6 +17,27 @@ from gang.objects import Deadline, Key, LookupFailed, Obj, ObjectSource
 # tuple with its float, and the expiry queue's tuple, float and slot (sys.getsizeof of each, CPython 3.11).
 ENTRY_OVERHEAD = 104 + 64 + 24 + 56 + 24 + 8
 SINGLE_FLIGHT_WAIT = 30.0  # how long a read without a deadline waits for a concurrent read of the same object
+
+
+class NeedsRead(BaseException):  # noqa: N818 (not an error: a request to move)
+    """A read :func:`cached_only` forbids: the caller answers the request elsewhere, where it may wait for I/O.
+
+    A BaseException, so that it passes every handler that turns a failure into an answer (a pod admitted
+    unchanged, an unresolved owner) on its way up to the code that set the mode."""
+
+
+_mode = threading.local()
+
+
+@contextmanager
+def cached_only() -> Iterator[None]:
+    """On this thread, a :class:`CachedSource` answers from its entries or raises :class:`NeedsRead`: it neither
+    reads nor waits for a concurrent read."""
+    _mode.cached_only = True
+    try:
+        yield
+    finally:
+        _mode.cached_only = False
 
 
 def deep_size(value: Any) -> int:
@@ -74,6 +96,8 @@ class CachedSource:
                 if entry and (not uid or _uid(entry[1]) == uid):
                     self._entries.move_to_end(key)
                     return entry[1]
+                if getattr(_mode, "cached_only", False):
+                    raise NeedsRead(key)
                 waiter = self._inflight.get(key)
                 if waiter is None:
                     done = self._inflight[key] = threading.Event()

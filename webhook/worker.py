@@ -15,6 +15,14 @@ poller does not read ahead in full (``Expect: 100-continue``, a chunked body, a 
 ``READ_AHEAD_BYTES``) is read by its thread within what is left of the same deadline, and every
 thread's socket has that timeout for writing the answer too.
 
+An admission request (``POST /mutate``, ``POST /validate``) is first answered on the poller itself, with the
+owner cache in :func:`~kube.owner_cache.cached_only` mode: with its owners cached it needs no I/O, and skipping the
+hand-over to a pool thread and back (two thread switches, a pipe, the GIL changing hands) is most of what the
+stack costs per request. A request that needs a read (:class:`~kube.owner_cache.NeedsRead`, raised before any
+metric or log line) goes to a pool thread as usual, parsed again there from the same bytes. The answer is
+written without blocking; what the client does not take at once is written by a pool thread, under the write
+timeout, so a client that does not read cannot hold the poller either.
+
 This relies on gthread internals (``TConn``, ``enqueue_req``, ``murder_pending``, the parser's
 ``unreader``): pyproject.toml pins gunicorn to the 27.x series it was written and tested against.
 HTTP/1.1 only: the webhook's TLS context offers no ALPN, so HTTP/2 is never negotiated.
@@ -23,12 +31,14 @@ HTTP/1.1 only: the webhook's TLS context offers no ALPN, so HTTP/2 is never nego
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import re
 import selectors
 import ssl
 import time
 from collections import deque
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -38,26 +48,35 @@ from gunicorn.http.errors import NoMoreData
 from gunicorn.http.unreader import SocketUnreader
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
+from kube.owner_cache import NeedsRead, cached_only
+
 log = logging.getLogger("kubenexus.webhook")
 
 READ_AHEAD_BYTES = 256 * 1024  # requests up to this size are read whole by the poller
 MAX_HEAD_BYTES = 64 * 1024  # a head this long without its end goes to gunicorn's parser, which refuses it
 _LENGTH = re.compile(rb"\r\ncontent-length[ \t]*:[ \t]*([0-9]{1,12})[ \t]*\r\n", re.IGNORECASE)
 _TO_THE_THREAD = re.compile(rb"\r\n(?:expect[ \t]*:|transfer-encoding[ \t]*:)", re.IGNORECASE)
+_ADMISSION = re.compile(rb"POST /(?:mutate|validate)[ ?]")  # what the poller tries to answer itself
+
+
+def _request_read(data: bytes | bytearray) -> tuple[bool, bool]:
+    """(complete, whole): see :func:`request_complete`; whole when ``data`` holds all of the request."""
+    end = data.find(b"\r\n\r\n")
+    if end < 0:
+        return len(data) >= MAX_HEAD_BYTES, False
+    head = data[:end + 2]
+    if _TO_THE_THREAD.search(head):
+        return True, False
+    length = _LENGTH.search(head)
+    body = int(length.group(1)) if length else 0
+    read = len(data) - end - 4
+    return read >= min(body, READ_AHEAD_BYTES), read >= body
 
 
 def request_complete(data: bytes | bytearray) -> bool:
     """Whether ``data`` holds a request a pool thread can parse without waiting for the client (or one it
     must read the rest of itself: Expect, chunked, larger than READ_AHEAD_BYTES, or a head too long)."""
-    end = data.find(b"\r\n\r\n")
-    if end < 0:
-        return len(data) >= MAX_HEAD_BYTES
-    head = data[:end + 2]
-    if _TO_THE_THREAD.search(head):
-        return True
-    length = _LENGTH.search(head)
-    body = int(length.group(1)) if length else 0
-    return len(data) - end - 4 >= min(body, READ_AHEAD_BYTES)
+    return _request_read(data)[0]
 
 
 def _count_timeout(stage: str) -> None:
@@ -82,6 +101,16 @@ class _DeadlineUnreader(SocketUnreader):
             log.debug("closing a client that did not send its request in time")
             _count_timeout("read")
             raise NoMoreData(b"") from None
+
+
+class _Outbox(io.BytesIO):
+    """What gunicorn writes as a response on the poller, sent afterwards without blocking."""
+
+    def sendall(self, data: bytes) -> None:
+        self.write(data)
+
+    def shutdown(self, how: int) -> None:  # gunicorn's close_graceful after a failed response: closed by the caller
+        raise OSError("not a socket")
 
 
 class _Conn(TConn):
@@ -144,10 +173,13 @@ class WebhookWorker(ThreadWorker):
             log.debug("TLS handshake failed: %s", exc)
             self._close(conn)
             return
-        conn.parser = http.get_parser(self.cfg, conn.sock, conn.client)
-        conn.parser.unreader = _DeadlineUnreader(conn.sock)
+        self._new_parser(conn)
         conn.initialized = True
         self._start_reading(conn)
+
+    def _new_parser(self, conn: _Conn) -> None:
+        conn.parser = http.get_parser(self.cfg, conn.sock, conn.client)
+        conn.parser.unreader = _DeadlineUnreader(conn.sock)
 
     # --- reading a request ------------------------------------------------------------------------
 
@@ -169,7 +201,7 @@ class WebhookWorker(ThreadWorker):
 
     def _read(self, conn: _Conn, _fileobj: Any = None) -> None:
         try:
-            while not request_complete(conn.buffer):  # what is left after a pipelined request may be one
+            while not (read := _request_read(conn.buffer))[0]:  # what is left after a pipelined request may be one
                 data = conn.sock.recv(65536)
                 if not data:
                     self._close(conn)
@@ -185,12 +217,83 @@ class WebhookWorker(ThreadWorker):
             log.debug("reading a request failed: %s", exc)
             self._close(conn)
             return
-        self._unwatch(conn)
         conn.stage = ""
+        if read[1] and _ADMISSION.match(conn.buffer) and self._answer_here(conn):
+            return
+        self._unwatch(conn)
         conn.parser.unreader.unread(bytes(conn.buffer))
         conn.buffer = bytearray()
         conn.complete = True
         self.enqueue_req(conn)
+
+    # --- answering on the poller ------------------------------------------------------------------
+
+    def _answer_here(self, conn: _Conn) -> bool:
+        """Answer the request in ``conn.buffer`` on this thread, as a pool thread would; False (the parser
+        reset) when it needs a read, or does not parse: a pool thread answers it then."""
+        conn.parser.unreader.unread(bytes(conn.buffer))
+        sock, out = conn.sock, _Outbox()
+        conn.sock = out  # gunicorn writes the response to conn.sock
+        try:
+            with cached_only():
+                req = next(conn.parser)
+                try:
+                    keepalive = self._keepalive_after(conn, self.handle_request(req, conn))
+                except NeedsRead:
+                    raise
+                except Exception as exc:  # what ThreadWorker.handle does, the socket errors aside (none here)
+                    if not isinstance(exc, StopIteration):
+                        self.handle_error(req, out, conn.client, exc)
+                    keepalive = False
+        except (NeedsRead, Exception):  # a read, or the parser's refusal, which the pool thread answers
+            conn.sock = sock
+            self._new_parser(conn)
+            return False
+        conn.sock = sock
+        conn.buffer = bytearray()
+        answer = out.getvalue()
+        sent = 0
+        try:
+            while sent < len(answer):
+                sent += sock.send(answer[sent:])
+        except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError):
+            pass
+        except OSError as exc:
+            log.debug("writing an answer failed: %s", exc)
+            self._close(conn)
+            return True
+        if sent < len(answer):  # the client does not take it all now: a pool thread waits for it
+            self._unwatch(conn)
+            self._to_pool(conn, self._write_rest, conn, answer[sent:], keepalive)
+        elif not keepalive:
+            self._close(conn, graceful=True)
+        elif conn.parser.unreader.buf.getvalue():  # pipelined: read on the poller's next turn, not recursively
+            self._unwatch(conn)
+            self.method_queue.defer(self._start_reading, conn)
+        else:  # gthread's keep-alive wait, the socket left registered (only its callback changes)
+            conn.set_timeout()
+            self.keepalived_conns.append(conn)
+            self._watch(conn, selectors.EVENT_READ, self._kept_alive_readable)
+        return True
+
+    def _kept_alive_readable(self, conn: _Conn, _fileobj: Any = None) -> None:
+        self.keepalived_conns.remove(conn)
+        self._start_reading(conn)
+
+    def _write_rest(self, conn: _Conn, rest: bytes, keepalive: bool) -> bool:
+        """In a pool thread: the rest of an answer, within the write timeout; whether to keep the connection."""
+        try:
+            conn.sock.settimeout(conn.write_timeout)
+            conn.sock.sendall(rest)
+        except OSError as exc:
+            log.debug("writing an answer failed: %s", exc)
+            return False
+        return keepalive
+
+    def _to_pool(self, conn: _Conn, job: Callable[..., bool], *args: Any) -> None:
+        """``job`` in a pool thread, its result (keep the connection?) to gthread's ``finish_request``."""
+        future = self.tpool.submit(job, *args)
+        future.add_done_callback(lambda done: self.method_queue.defer(self.finish_request, conn, done))
 
     # --- the poller's bookkeeping -----------------------------------------------------------------
 
@@ -215,11 +318,11 @@ class WebhookWorker(ThreadWorker):
             with contextlib.suppress(KeyError, ValueError, OSError):  # closed meanwhile
                 self.poller.unregister(conn.sock)
 
-    def _close(self, conn: _Conn) -> None:
+    def _close(self, conn: _Conn, graceful: bool = False) -> None:
         self._unwatch(conn)
         conn.stage = ""
         self.nr_conns -= 1
-        conn.close()
+        conn.close(graceful)
 
     def murder_pending(self) -> None:
         """Also close the clients that did not finish their handshake or request in time (once a second)."""
