@@ -5,6 +5,7 @@ wait in the worker's poller, not in its 8 threads, and end at ``server.handshake
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import json
 import re
@@ -220,3 +221,51 @@ def test_a_large_body_is_read_by_its_thread(hook, namespace):
 ])
 def test_request_complete(data, complete):
     assert request_complete(data) is complete
+
+
+def counted(hook, metric: str) -> float:
+    status, body = hook.request("GET", "/metrics")
+    assert status == 200
+    return sum(float(v) for v in re.findall(rb"^" + metric.encode() + rb"\{[^}]*\} ([0-9.e+]+)$", body, re.MULTILINE))
+
+
+def test_clients_that_do_not_read_their_answers_do_not_hold_the_poller(hook, apiserver, namespace):
+    # Admissions are answered on the poller (the owners cached); what a client does not take, a pool thread writes.
+    pod = gang_pod(apiserver, namespace)
+    for _ in range(4):  # both workers' caches
+        admit_on_a_new_connection(hook, pod, namespace)
+    # Refused with a 200 KB answer (it quotes the apiVersion): the buffers of a client that does not read fill soon.
+    body = json.dumps({"apiVersion": "x" * 200_000, "kind": "AdmissionReview"}).encode()
+    batch = b"POST /mutate HTTP/1.1\r\nHost: w\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body) * 4
+    stalled, stop = [], threading.Event()
+
+    def pipeline(sock: ssl.SSLSocket) -> None:  # until the webhook stops reading: its answers backed up
+        with contextlib.suppress(OSError):
+            while not stop.is_set():
+                sock.sendall(batch)
+
+    for _ in range(8):
+        raw = socket.socket()
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window: the answers back up soon
+        raw.connect(("127.0.0.1", hook.port))
+        stalled.append(hook.context.wrap_socket(raw, server_hostname="127.0.0.1"))
+        threading.Thread(target=pipeline, args=(stalled[-1],), daemon=True).start()
+    try:
+        time.sleep(1.0)
+        assert_admissions_are_prompt(hook, apiserver, namespace)
+    finally:
+        stop.set()
+        for sock in stalled:
+            sock.close()
+
+
+def test_an_admission_that_needs_a_read_is_answered_and_counted_once(hook, apiserver, namespace):
+    # First tried on the poller with the cache alone, then answered by a pool thread that reads the owners.
+    before = counted(hook, "kubenexus_webhook_requests_total"), counted(hook, "kubenexus_webhook_pod_decisions_total")
+    _, response = admit_on_a_new_connection(hook, gang_pod(apiserver, namespace), namespace)
+    assert response["allowed"] and GATE in base64.b64decode(response["patch"]).decode()
+    after = counted(hook, "kubenexus_webhook_requests_total"), counted(hook, "kubenexus_webhook_pod_decisions_total")
+    assert (after[0] - before[0], after[1] - before[1]) == (1, 1)
+    time.sleep(0.3)  # the log writer writes every 50 ms
+    lines = [json.loads(line) for line in hook.log_path.read_text().splitlines() if response["uid"] in line]
+    assert [line["msg"] for line in lines] == ["pod admitted"]
