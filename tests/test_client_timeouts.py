@@ -8,6 +8,7 @@ import base64
 import contextlib
 import http.client
 import json
+import os
 import re
 import socket
 import ssl
@@ -269,3 +270,50 @@ def test_an_admission_that_needs_a_read_is_answered_and_counted_once(hook, apise
     time.sleep(0.3)  # the log writer writes every 50 ms
     lines = [json.loads(line) for line in hook.log_path.read_text().splitlines() if response["uid"] in line]
     assert [line["msg"] for line in lines] == ["pod admitted"]
+
+
+def _serving_pids(hook, client_ports: list[int]) -> list[int]:
+    """The webhook worker (pid) holding the server end of each client connection, from /proc."""
+    inodes = {}
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote = (int(address.split(":")[1], 16) for address in fields[1:3])
+        if local == hook.port:
+            inodes[remote] = fields[9]
+    holders = {}
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+        with contextlib.suppress(OSError):
+            if int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) != hook.process.pid:
+                continue
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    holders[os.readlink(f"/proc/{pid}/fd/{fd}")] = pid
+    return [holders[f"socket:[{inodes[port]}]"] for port in client_ports]
+
+
+def _open(hook, count: int) -> tuple[list[ssl.SSLSocket], list[int]]:
+    """``count`` connections opened at once (then TLS and a request on each), and their client ports."""
+    plain = [socket.create_connection(("127.0.0.1", hook.port), timeout=10) for _ in range(count)]
+    ports = [sock.getsockname()[1] for sock in plain]
+    socks = [hook.context.wrap_socket(sock, server_hostname="127.0.0.1") for sock in plain]
+    for sock in socks:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: w\r\n\r\n")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+    return socks, ports
+
+
+def test_connections_opened_at_once_are_spread_over_the_workers(hook):
+    # As a client opening its pool does: each worker answers its own connections' requests on its poller.
+    seen: set[int] = set()
+    deadline = time.monotonic() + 30
+    while len(seen) < 2 and time.monotonic() < deadline:  # both workers up (loaded their app)
+        socks, ports = _open(hook, 1)
+        seen.update(_serving_pids(hook, ports))
+        socks[0].close()
+        time.sleep(0.05)
+    socks, ports = _open(hook, 4)
+    try:
+        assert len(set(_serving_pids(hook, ports))) == 2
+    finally:
+        for sock in socks:
+            sock.close()

@@ -54,6 +54,10 @@ log = logging.getLogger("kubenexus.webhook")
 
 READ_AHEAD_BYTES = 256 * 1024  # requests up to this size are read whole by the poller
 MAX_HEAD_BYTES = 64 * 1024  # a head this long without its end goes to gunicorn's parser, which refuses it
+# A worker accepts at most one connection per this many seconds while others wait in the backlog (a burst, such as
+# a client opening its pool): the other workers, if idle, take them. Connections are spread over the workers, and so
+# is the load, as each answers its connections' requests on its own poller. Past it, the worker takes the next one.
+ACCEPT_SPACING = 0.005
 _LENGTH = re.compile(rb"\r\ncontent-length[ \t]*:[ \t]*([0-9]{1,12})[ \t]*\r\n", re.IGNORECASE)
 _TO_THE_THREAD = re.compile(rb"\r\n(?:expect[ \t]*:|transfer-encoding[ \t]*:)", re.IGNORECASE)
 _ADMISSION = re.compile(rb"POST /(?:mutate|validate)[ ?]")  # what the poller tries to answer itself
@@ -138,15 +142,30 @@ class WebhookWorker(ThreadWorker):
     def init_process(self) -> None:
         self._handshaking: deque[tuple[float, _Conn]] = deque()  # deadline order: one timeout for all
         self._reading: deque[tuple[float, _Conn]] = deque()
+        self._last_accept = self._accept_from = 0.0
         super().init_process()
+
+    def set_accept_enabled(self, enabled: bool) -> None:
+        """gthread's run loop asks for this on every turn: not before ``_accept_from``."""
+        super().set_accept_enabled(enabled and time.monotonic() >= self._accept_from)
+
+    def wait_for_and_dispatch_events(self, timeout: float) -> None:
+        held = self._accept_from - time.monotonic()
+        super().wait_for_and_dispatch_events(min(timeout, held) if held > 0 else timeout)
 
     # --- handshake ---------------------------------------------------------------------------------
 
     def accept(self, listener: Any) -> None:
+        now = time.monotonic()
+        if now < self._last_accept + ACCEPT_SPACING:  # a burst: another worker, idle, may take this one first
+            self._accept_from = self._last_accept + ACCEPT_SPACING
+            self.set_accept_enabled(False)
+            return
         try:
             client, address = listener.accept()
         except (BlockingIOError, ConnectionAbortedError):
             return  # another worker took it, or the client gave up
+        self._last_accept = now
         self.nr_conns += 1
         conn = _Conn(self.cfg, client, address, listener.getsockname(), self.read_timeout)
         try:
