@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Any
 
 from flask import Flask, Response, request
 
@@ -26,9 +26,6 @@ from gang.objects import Deadline, ObjectSource
 from gang.validate import validate, warnings
 from webhook import metrics
 from webhook.review import BadRequest, admit_pod, parse_review, review_response
-
-if TYPE_CHECKING:
-    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 log = logging.getLogger("kubenexus.webhook")
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -128,10 +125,11 @@ class _Admission:
     """WSGI middleware: a POST to an admission endpoint with a body of known size is answered here, as Flask would
     (status line, Content-Type, Content-Length; gunicorn adds the rest), without Flask's per-request machinery."""
 
-    def __init__(self, flask: WSGIApplication, endpoints: dict[str, Callable[[bytes], tuple[int, bytes]]]) -> None:
+    def __init__(self, flask: Callable[..., Iterable[bytes]],
+                 endpoints: dict[str, Callable[[bytes], tuple[int, bytes]]]) -> None:
         self._flask, self._endpoints = flask, endpoints
 
-    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         endpoint = self._endpoints.get(environ.get("PATH_INFO", ""))
         length = environ.get("CONTENT_LENGTH", "")
         if (endpoint is None or environ["REQUEST_METHOD"] != "POST" or not length.isdigit()
