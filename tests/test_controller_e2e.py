@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client import ApiException
 
 from cluster.local import LocalCluster, NodeSpec
 from controller.run import Controller
@@ -122,11 +121,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 def kube(cluster: LocalCluster, workdir: Any, tls: Any) -> Iterator[Kube]:
     """``admitted``, plus the namespace where the controller is deployed and keeps its Lease."""
     with admitted(cluster, workdir, tls) as api:
-        try:
-            api.core.create_namespace({"metadata": {"name": LEASE[0]}})
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
+        api.ensure_namespace(LEASE[0])
         yield api
 
 

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client import ApiException
 
 from cluster.local import LocalCluster, NodeSpec
 from controller.run import Controller
@@ -67,12 +66,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 def kube(cluster: LocalCluster, workdir: Any, tls: Any) -> Iterator[Kube]:
     with admitted(cluster, workdir, tls) as api:
         install_crd(api.api_client)
-        for name in ("kubenexus-system",):
-            try:
-                api.core.create_namespace({"metadata": {"name": name}})
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise
+        api.ensure_namespace("kubenexus-system")
         yield api
 
 

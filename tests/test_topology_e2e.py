@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from kubernetes.client import ApiException
 
 from cluster.local import LocalCluster, NodeSpec
 from controller.run import Controller
@@ -53,11 +52,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 def kube(cluster: LocalCluster, workdir: Any, tls: Any) -> Iterator[Kube]:
     with admitted(cluster, workdir, tls) as api:
         install_crd(api.api_client)
-        try:
-            api.core.create_namespace({"metadata": {"name": LEASE[0]}})
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
+        api.ensure_namespace(LEASE[0])
         yield api
 
 

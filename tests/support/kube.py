@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kubernetes import client, config
+from kubernetes.client.rest import ApiException
 
 from cluster.local import LocalCluster
 from kubenexus.local_webhook import LocalWebhook, register
@@ -32,6 +33,14 @@ class Kube:
         name = f"e2e-{uuid.uuid4().hex[:8]}"
         self.core.create_namespace({"metadata": {"name": name, "labels": labels or {}}})
         return name
+
+    def ensure_namespace(self, name: str) -> None:
+        """Create namespace ``name`` unless it exists (modules that share a cluster each ask for the controller's)."""
+        try:
+            self.core.create_namespace({"metadata": {"name": name}})
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
 
     def create(self, ns: str, obj: Obj) -> Obj:
         if obj["apiVersion"] == "batch/v1":
