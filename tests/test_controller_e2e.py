@@ -21,16 +21,19 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from cluster.local import LocalCluster, NodeSpec
+from cluster.local import LocalCluster
 from controller.run import Controller
 from kube.client import new_api_client
 from tests.support.contract import GROUP
 from tests.support.contract import PLANNED_NODE as PLANNED
 from tests.support.gang_pods import (
-    GPU,
+    CPU_NODES,
+    GPU_NODES,
     JOB_NAME,
     LEASE,
+    ROOTS,
     TIMEOUT,
+    TWO_POOLS,
     delete_pods,
     describe,
     events,
@@ -48,14 +51,6 @@ from tests.support.roots import OPTED_IN, Obj, spark_app
 
 pytestmark = pytest.mark.e2e
 
-GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
-ROOTS = [("kubeflow.org", "v1", "pytorchjobs"), ("sparkoperator.k8s.io", "v1beta2", "sparkapplications")]
-
-CPU_NODES = [f"cpu-{i}" for i in range(3)]
-GPU_NODES = [f"gpu-{i}" for i in range(2)]
-NODES = [NodeSpec(n, cpu="4", memory="16Gi", labels=(("pool", "cpu"),)) for n in CPU_NODES] + [
-    NodeSpec(n, cpu="8", memory="32Gi", extra=((GPU, "4"),), labels=(("pool", "gpu"),), taints=(GPU_TAINT,))
-    for n in GPU_NODES]
 
 
 # --- root objects ------------------------------------------------------------------------------------------------
@@ -112,7 +107,7 @@ def mark_succeeded(kube: Kube, ns: str, pods: list[Obj]) -> None:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(nodes=list(NODES), workdir=str(tmp_path_factory.mktemp("controller-e2e"))) as running_:
+    with LocalCluster(nodes=list(TWO_POOLS), workdir=str(tmp_path_factory.mktemp("controller-e2e"))) as running_:
         running_.run_components()
         yield running_
 

@@ -15,13 +15,15 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from cluster.local import LocalCluster, NodeSpec
+from cluster.local import LocalCluster
 from controller.run import Controller
 from tests.support.contract import CONTROLLER
 from tests.support.gang_pods import (
     GPU,
     JOB_NAME,
+    ROOTS,
     TIMEOUT,
+    TWO_POOLS,
     delete_pods,
     describe,
     gated,
@@ -48,16 +50,11 @@ from tests.support.roots import OPTED_IN, Obj, spark_app
 
 pytestmark = pytest.mark.e2e
 
-GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
-ROOTS = [("kubeflow.org", "v1", "pytorchjobs"), ("sparkoperator.k8s.io", "v1beta2", "sparkapplications")]
-NODES = [NodeSpec(f"cpu-{i}", cpu="4", memory="16Gi", labels=(("pool", "cpu"),)) for i in range(3)] + [
-    NodeSpec(f"gpu-{i}", cpu="8", memory="32Gi", extra=((GPU, "4"),), labels=(("pool", "gpu"),), taints=(GPU_TAINT,))
-    for i in range(2)]
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(nodes=list(NODES), workdir=str(tmp_path_factory.mktemp("podgroup-e2e"))) as local:
+    with LocalCluster(nodes=list(TWO_POOLS), workdir=str(tmp_path_factory.mktemp("podgroup-e2e"))) as local:
         local.run_components()
         yield local
 

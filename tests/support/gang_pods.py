@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from kubernetes.client import ApiException
 
+from cluster.local import NodeSpec
 from tests.support.contract import GATE, PLANNED_NODE
 from tests.support.events import about, list_events
 from tests.support.kube import Kube
@@ -17,6 +18,15 @@ from tests.support.roots import IMAGE, OPTED_IN, Obj
 TIMEOUT = 20.0  # every bounded wait
 GPU = "nvidia.com/gpu"
 GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
+GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
+# Two pools where capacity decides: three CPU nodes of 4 cpu (pool=cpu) and two GPU nodes of 4 GPUs, tainted.
+CPU_NODES = [f"cpu-{i}" for i in range(3)]
+GPU_NODES = [f"gpu-{i}" for i in range(2)]
+TWO_POOLS = [NodeSpec(n, cpu="4", memory="16Gi", labels=(("pool", "cpu"),)) for n in CPU_NODES] + [
+    NodeSpec(n, cpu="8", memory="32Gi", extra=((GPU, "4"),), labels=(("pool", "gpu"),), taints=(GPU_TAINT,))
+    for n in GPU_NODES]
+# The root kinds these modules' tests create, deleted between tests: (group, version, plural).
+ROOTS = [("kubeflow.org", "v1", "pytorchjobs"), ("sparkoperator.k8s.io", "v1beta2", "sparkapplications")]
 JOB_NAME = "training.kubeflow.org/job-name"
 LEASE = ("kubenexus-system", "kubenexus-controller")  # the controller's Lease (namespace, name)
 
