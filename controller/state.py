@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
@@ -57,6 +57,11 @@ class Domains:
     def sums(self, reach: frozenset[str], free: Mapping[str, Resources]) -> DomainSums:
         """The domains cut to ``reach``, with their totals (summed once, then kept current by ``shift``)."""
         found = self._sums.get(reach)
+        if found is not None and found.reach is not reach:
+            # An equal set made by a later engine: keep it under the caller's object, or every later lookup would
+            # compare thousands of node names instead of identities.
+            del self._sums[reach]
+            found = self._sums[reach] = replace(found, reach=reach)
         if found is None:
             if len(self._sums) >= _REACHES:
                 self._sums.clear()

@@ -20,9 +20,12 @@ charge (``ClusterState.domain_sums``), so a decision never walks every node of t
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from functools import cached_property
+from heapq import heapify, heappop, nsmallest
+from operator import methodcaller
 
 from controller.explain import amount_text
 from controller.planner import PlanResult, check_placement, never_fits, plan
@@ -162,8 +165,7 @@ def plan_in_table(members: Sequence[Member], table: DomainTable, topology: Topol
     need not be cut down to a domain's nodes."""
     seen: View = view or _same
     domains = _Domains(members, table)
-    order = domains.tightest_first()
-    for name in order:
+    for name in domains.tightest_first():
         if domains.holds(name):
             found = solve(members, seen(domains.nodes(name)))
             if found.fits:
@@ -173,7 +175,7 @@ def plan_in_table(members: Sequence[Member], table: DomainTable, topology: Topol
     if not domains.names:
         return TopologyPlan(PlanResult(None, 0, _no_domain(members, topology)))
     best_name, best = "", PlanResult(None, -1, "")
-    for name in sorted(domains.largest_first()[:_SHORTFALL_DOMAINS], key=order.index):
+    for name in sorted(domains.largest_first(_SHORTFALL_DOMAINS), key=domains.tightness):
         found = solve(members, seen(domains.nodes(name)))
         if found.placed_max > best.placed_max:
             best_name, best = name, found
@@ -402,39 +404,44 @@ class _Domains:
 
     def __init__(self, members: Sequence[Member], table: DomainTable) -> None:
         self.demand = _demand(members)
-        memo: dict[int, tuple[Mapping[str, Decimal], dict[str, Decimal]]] = {}
-        self.shapes = Counter(tuple(sorted(member_requests(m, memo).items())) for m in members)
-        self.names: dict[str, Sequence[str]] = {}
-        self.totals: dict[str, Mapping[str, Decimal]] = {}  # read with .get: a table's totals may lack a resource
+        self._members = members
         self._node = table.node
         self._room = table.room
         self._nodes: dict[str, list[NodeFree]] = {}
         pinned = {m.pinned for m in members if m.pinned is not None}
         # interned: mostly one per placement key; a table cut to a set has a node of it in every domain
         sets = [s for s in {m.nodes for m in members if m.pinned is None} if s is not table.reach]
-        for name, names in table.names.items():
-            if pinned and not pinned <= set(names):
-                continue
-            if sets and not all(any(node in allowed for node in names) for allowed in sets):
-                continue
-            self.names[name] = names
-            known = table.totals.get(name)
-            self.totals[name] = known if known is not None else {r: _free(self.nodes(name), r) for r in self.demand}
+        self.names: Mapping[str, Sequence[str]] = table.names  # the table's own (a big cluster's, not copied)
+        if pinned or sets:
+            self.names = {name: names for name, names in table.names.items()
+                          if (not pinned or pinned <= set(names))
+                          and all(any(node in allowed for node in names) for allowed in sets)}
+        known = table.totals  # read with .get: a table's totals may lack a resource
+        self.totals: Mapping[str, Mapping[str, Decimal]] = known
+        if not known.keys() >= self.names.keys():
+            self.totals = {name: found if (found := known.get(name)) is not None
+                           else {r: _free(self.nodes(name), r) for r in self.demand} for name in self.names}
         self.dominant = self._dominant(table.total if len(self.names) == len(table.names) else None)
 
     def nodes(self, name: str) -> list[NodeFree]:
         """The domain's nodes with their free capacity (looked up once)."""
         found = self._nodes.get(name)
         if found is None:
-            found = self._nodes[name] = [self._node(node) for node in self.names[name]]
+            found = self._nodes[name] = list(map(self._node, self.names[name]))
         return found
+
+    @cached_property
+    def shapes(self) -> Counter[tuple[tuple[str, Decimal], ...]]:
+        """The members' requests, counted (for tables without room indexes)."""
+        memo: dict[int, tuple[Mapping[str, Decimal], dict[str, Decimal]]] = {}
+        return Counter(tuple(sorted(member_requests(m, memo).items())) for m in self._members)
 
     def _dominant(self, known: Mapping[str, Decimal] | None) -> str:
         """The resource the gang needs most of, as a share of the candidate domains' free total (``known``, else
         summed here); ties by name."""
         def share(resource: str) -> tuple[Decimal, str]:
             total = (known.get(resource, _ZERO) if known is not None
-                     else sum((totals.get(resource, _ZERO) for totals in self.totals.values()), _ZERO))
+                     else sum((self.totals[name].get(resource, _ZERO) for name in self.names), _ZERO))
             return (self.demand[resource] / total if total > 0 else Decimal("Infinity")), resource
 
         return max(self.demand, key=share) if self.demand else ""
@@ -449,13 +456,26 @@ class _Domains:
             return self._room(self.names[name])
         return all(_slots(self.nodes(name), requests, count) >= count for requests, count in self.shapes.items())
 
-    def tightest_first(self) -> list[str]:
-        """By what each domain would have left in the dominant resource (its total there, less a constant)."""
-        totals, dominant = self.totals, self.dominant
-        return sorted(self.names, key=lambda name: (totals[name].get(dominant, _ZERO), name))
+    def tightness(self, name: str) -> tuple[Decimal, str]:
+        """What the domain would have left in the dominant resource (its total there, less a constant), then its
+        name."""
+        return self.totals[name].get(self.dominant, _ZERO), name
 
-    def largest_first(self) -> list[str]:
+    def tightest_first(self) -> Iterator[str]:
+        """The domains by ``tightness``, lazily (a heap): the walk mostly ends at one of the first, so the hundreds of
+        racks of a big cluster are not all ordered for every gang."""
+        names = list(self.names)  # C-level from here: hundreds of domains per gang
+        heap = list(zip(map(methodcaller("get", self.dominant, _ZERO), map(self.totals.__getitem__, names)), names,
+                        strict=True))
+        heapify(heap)
+        while heap:
+            yield heappop(heap)[1]
+
+    def largest_first(self, count: int | None = None) -> list[str]:
+        """The domains by most left in the dominant resource, then name; the first ``count`` only, if given."""
         totals, dominant = self.totals, self.dominant
+        if count is not None:
+            return nsmallest(count, self.names, key=lambda name: (-totals[name].get(dominant, _ZERO), name))
         return sorted(self.names, key=lambda name: (-totals[name].get(dominant, _ZERO), name))
 
     def capacity_text(self, name: str) -> str:

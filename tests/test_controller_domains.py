@@ -114,6 +114,24 @@ def test_incremental_domain_sums_equal_a_recomputation(seed: int) -> None:
     assert incremental > 100 * 6  # most steps were checked on sums updated in place
 
 
+def test_an_equal_node_set_made_later_finds_the_kept_sums_and_is_kept_under_it() -> None:
+    """Node sets are interned per engine: a later engine's set equal to one the sums were kept for finds them (not
+    summed again), is kept under its own object from then on, and the sums stay current for either object."""
+    state = ClusterState()
+    names = ["n1", "n2", "n3"]
+    for name, zone in zip(names, ("a", "a", "b"), strict=True):
+        state.upsert_node(labelled(name, "8", zone, None))
+    first, later = frozenset(names), frozenset(list(names))
+    assert first == later and first is not later
+    kept = check(state, ZONE, first)
+    found = check(state, ZONE, later)
+    assert found.totals is kept.totals and found.reach is later
+    assert state.domain_sums(ZONE, later) is found  # kept under the later object now: found by identity
+    state.upsert_pod(pod("p1", "3", node_name="n1", phase="Running"))
+    check(state, ZONE, later)
+    assert check(state, ZONE, first).totals is kept.totals
+
+
 def test_never_fits_shares_allocatable_nodes_and_sees_them_change() -> None:
     """Gangs of different topology requests share the allocatable nodes and the topology-free proof; a node's
     allocatable growing, or a DaemonSet pod taking room for good, is seen by the next proof."""

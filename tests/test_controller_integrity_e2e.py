@@ -215,8 +215,14 @@ def test_a_member_its_kubelet_rejects_evicts_its_gang(kube: Kube, ns: str, contr
     kube.create(ns, job_obj)
     pods = wait_for(lambda: (pods := kube.pods(ns)) and len(pods) == 2 and all(not gated(p) for p in pods) and pods,
                     TIMEOUT, "both released")
-    for pod in sorted(pods, key=name_of):
-        bind(kube, pod, str(planned(pods[0])))
+    # The first on its planned node, admitted and running before the second comes: the kubelet checks pods in
+    # creation order (then by name), and one pinned elsewhere checked first would fail NodeAffinity, not OutOfcpu.
+    first, second = sorted(pods, key=name_of)
+    node = str(planned(first))
+    bind(kube, first, node)
+    wait_for(lambda: any(name_of(p) == name_of(first) and (p.get("status") or {}).get("phase") == "Running"
+                         for p in kube.pods(ns)), TIMEOUT, "the first member running")
+    bind(kube, second, node)
     [message] = wait_event(kube, ns, "Job", "rejected", "GangEvicted")
     assert "OutOfcpu" in message and "Pod was rejected" in message
     assert metric(controller, "kubenexus_controller_gang_evictions_total", reason="rejected") == 1

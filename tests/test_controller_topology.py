@@ -12,6 +12,7 @@ import datetime
 import json
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -29,8 +30,10 @@ from controller.topology import (
     never_fits_in_domains,
     never_fits_request,
     plan_in_domains,
+    plan_in_table,
     plan_request,
     request_of,
+    table_of,
     topology_of,
 )
 from gang import keys
@@ -251,6 +254,37 @@ def test_agrees_with_exhaustive_search() -> None:
         assert never_fits_in_domains(gang, nodes, labels(zones), REQUIRED) is None or not within
         seen["one domain" if within else "only across domains" if everything else "nowhere"] += 1
     assert min(seen.values()) > 0, seen
+
+
+def test_totals_kept_by_the_caller_give_the_plans_of_totals_summed_here() -> None:
+    """The engine hands in every domain's totals as its state keeps them (for all domains, also those the gang's
+    members cannot use): the same domain and plan as totals summed over the candidate domains alone."""
+    rng = random.Random(23)
+    compared = 0
+    for _ in range(400):
+        gang, nodes, zones = _random_case(rng)
+        table = table_of(nodes, labels(zones))
+        kept = {domain: {r: sum((Decimal(n.free.get(r, 0)) for n in nodes if n.name in names), Decimal(0))
+                         for r in ("cpu", "pods")} for domain, names in table.names.items()}
+        everything = {r: sum((t[r] for t in kept.values()), Decimal(0)) for r in ("cpu", "pods")}
+        for topology in (REQUIRED, PREFERRED):
+            summed = plan_in_table(gang, table, topology)
+            given = plan_in_table(gang, replace(table, totals=kept, total=everything), topology)
+            assert (given.domains, given.fallback, given.result.placement) == \
+                   (summed.domains, summed.fallback, summed.result.placement), (gang, nodes, zones, topology)
+            compared += summed.result.fits
+    assert compared > 100
+    # The dominant resource is judged over the domains the gang can use: zone-c (no node of the members) has pods to
+    # spare, which would make cpu look dominant and choose zone-b (3 cpu left) instead of zone-a (2 pod slots).
+    nodes = [free("a1", 4, pods=2), free("b1", 3, pods=4), free("c1", 0, pods=100)]
+    zones = {"a1": "zone-a", "b1": "zone-b", "c1": "zone-c"}
+    table = table_of(nodes, labels(zones))
+    kept = {d: {"cpu": sum((n.free["cpu"] for n in nodes if n.name in names), Decimal(0)),
+                "pods": sum((n.free["pods"] for n in nodes if n.name in names), Decimal(0))}
+            for d, names in table.names.items()}
+    gang = members([1], ["a1", "b1"])
+    assert plan_in_table(gang, table, REQUIRED).domains == ("zone-a",)
+    assert plan_in_table(gang, replace(table, totals=kept), REQUIRED).domains == ("zone-a",)
 
 
 # --- per-role and exclusive requests: units -----------------------------------------------------------------------
