@@ -133,9 +133,8 @@ class Bookkeeping:
         for pod in gang.members:
             if gang.late(pod) and not (pod.gated and pod.uid not in self.state.pending):
                 where = pod.node or pod.planned_node or self.state.pending.get(pod.uid, "")
-                index = next((i for i in open_ if nodes[i] == where), open_[0] if open_ else None)
-                if index is not None:
-                    open_.remove(index)
+                if open_:
+                    open_.remove(_slot_taken(pod, where, open_, nodes, gang.expected))
         return open_
 
     def held(self, gangs: Sequence[Gang], now: float) -> Held:
@@ -186,3 +185,12 @@ class Bookkeeping:
         self.slots.pop(key, None)
         self.partial.pop(key, None)
         self.held_version += 1
+
+
+def _slot_taken(pod: PodView, where: str, open_: list[int], nodes: Sequence[str], expected: Sequence[Expected]) -> int:
+    """The open slot a released late member took: one on its node, of its child Job if any, else the first."""
+    def other(i: int) -> tuple[bool, bool]:
+        child = expected[i].child
+        return nodes[i] != where, bool(child and pod.child and child != pod.child)
+
+    return min(open_, key=other)

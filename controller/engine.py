@@ -349,8 +349,9 @@ class Engine:
         return self._placed_in[gang.key]
 
     def _anchored(self, gang: Gang, members: list[Member]) -> list[Member]:
-        """Replacements, late and extra members of a started gang go to the domain their unit runs in."""
-        return self.fitting.anchored(members, gang, self._placed(gang)[0])
+        """Replacements, late and extra members of a started gang go to the domain their unit runs in (or is
+        reserved in)."""
+        return self.fitting.anchored(members, gang, self._placed(gang)[0], self.books.slot_nodes(gang))
 
     def _fits_into(self, pod: PodView, gang: Gang, member: Member, node: str, room: Resources, held: Held) -> bool:
         """The member fits on ``node`` with ``room`` held for it there counted as free."""
@@ -363,6 +364,8 @@ class Engine:
         """The node of an open slot this late member fits (its own slot's room counts as free)."""
         member = self.fitting.member(pod, gang)
         for index, (node, slot) in enumerate(slots):
+            if slot.child and pod.child and slot.child != pod.child:
+                continue  # a child Job's members take the slots planned for it (together, in its own domain)
             if self._fits_into(pod, gang, member, node, slot.usage, held):
                 slots.pop(index)
                 self.books.take(gang.key, node, slot.usage, held)
@@ -458,6 +461,10 @@ class Engine:
             return self._hold(gang, result, placed, now, evictions)
         result.cause = Cause.CAPACITY
         result.reason = found.shortfall
+        if placed and any(t.required for t in request):
+            where = ", ".join(f"{p.name} on {p.node}" for p in placed[:3]) + (", ..." if len(placed) > 3 else "")
+            result.reason += (f"; bound without the controller's release ({where}), members keep the rest of their "
+                              f"unit to their {'/'.join(sorted({t.key for t in request if t.required}))} domain")
         result.short = max(len(members) - found.placed_max, 0)
         if result.waited >= self.config.starvation_seconds:
             shadow = result.shadow = self.backfill.shadow(gang.key, members, claims, held, request, roles)
@@ -485,8 +492,13 @@ class Engine:
         self._not_yet.pop(gang.key, None)
         shapes = [shape_of(e.key, e.usage) for e in gang.expected]
         domains: tuple[str, ...] = ()
+        # Members bound without the controller's release (escaped, or released by someone else) fix their unit's
+        # domain: the rest may only join them there (else the gang waits and, bound in part, is evicted in time).
+        bound = bool(request) and any(p.node for p in gang.live)
         for group in candidates:
             members = [self.fitting.member(p, gang) for p in group] + expected
+            if bound:
+                members = self.fitting.anchored(members, gang, request)
             group_shapes = [shape_of(p.key, p.usage) for p in group] + shapes
             if not request:
                 found = self.fitting.plan_guided(members, group_shapes, gang, held, limits)

@@ -106,7 +106,7 @@ class Fitting:
     def roles(self, gang: Gang) -> dict[str, tuple[str, str]]:
         """Per member name (present and expected): its role and child Job, for per-role and exclusive requests."""
         roles = {pod.name: (pod.role, pod.child) for pod in gang.members}
-        roles.update((_expected_name(gang, i), (e.role, "")) for i, e in enumerate(gang.expected))
+        roles.update((_expected_name(gang, i), (e.role, e.child)) for i, e in enumerate(gang.expected))
         return roles
 
     def plan_topology(self, members: list[Member], shapes: list[Shape], gang: Gang, held: HeldRoom,
@@ -161,11 +161,15 @@ class Fitting:
             node = self._now[name] = NodeFree(name, free, _NO_PORTS)  # the state's own dict: only read
         return node
 
-    def anchored(self, members: Sequence[Member], gang: Gang, request: Request) -> list[Member]:
-        """``anchored``: members of a started gang only on the domain their unit runs in."""
+    def anchored(self, members: Sequence[Member], gang: Gang, request: Request, slots: Sequence[str] = ()
+                 ) -> list[Member]:
+        """``anchored``: members of a started gang only on the domain their unit runs in; the expected members'
+        ``slots`` (their reserved nodes, in order) count as where they are, so a unit of later members (a JobSet's
+        later child Job) keeps its domain when its slots move."""
         if not request:
             return list(members)
         placed = {pod.name: node for pod in gang.members if (node := self.state.charged_node(pod.uid))}
+        placed.update((_expected_name(gang, i), node) for i, node in enumerate(slots[:len(gang.expected)]))
         return anchored(members, request, self.roles(gang), placed, self.state.labeller, usable(members))
 
     def plan_guided(self, members: list[Member], shapes: list[Shape], gang: Gang, held: HeldRoom,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -88,6 +88,9 @@ class Expected:
     key: str  # placement_key
     uncertifiable: str | None
     apart: bool = False  # required anti-affinity: one member of the gang per node
+    # The child Job it will belong to, named as ``PodView.child`` names a pod's (a JobSet's "<replicated job>-<index>"),
+    # when the announcement says how many members each child Job has; else "".
+    child: str = ""
 
 
 def parse_expected(text: str | None, group: str) -> tuple[Expected, ...]:
@@ -116,7 +119,11 @@ def parse_expected(text: str | None, group: str) -> tuple[Expected, ...]:
                 uncertifiable=certifiability(spec, labels={keys.POD_GROUP_LABEL: group}),
                 apart=one_member_per_node(spec, {keys.POD_GROUP_LABEL: group}),
             )
-            expanded.extend([member] * int(entry.get("count") or 0))
+            count, per_child = int(entry.get("count") or 0), int(entry.get("perChild") or 0)
+            if per_child > 0:  # child Jobs <role>-0, <role>-1, ... of per_child members each
+                expanded.extend(replace(member, child=f"{member.role}-{i // per_child}") for i in range(count))
+            else:
+                expanded.extend([member] * count)
         return tuple(expanded)
     except (TypeError, ValueError, AttributeError, ArithmeticError):
         return ()

@@ -357,8 +357,8 @@ def test_jobset_first_stage_announces_the_later_replicated_jobs(kube: Kube, stag
     js = kube.create(ns, jobset("pipeline", OPTED_IN, stages))
     first, *later = js["spec"]["replicatedJobs"]
     size = jobset_size(js["spec"])
-    expected = [template_member(r["name"], replicated_job_pods(r), r["template"]["spec"]["template"]["spec"])
-                for r in later]
+    expected = [{**template_member(r["name"], replicated_job_pods(r), r["template"]["spec"]["template"]["spec"]),
+                 "perChild": job_pods(r["template"]["spec"])} for r in later]  # each child Job's share
     [pod] = wait_pods(kube, ns, replicated_job_pods(first))
     assert pod["metadata"]["labels"][REPLICATED_JOB] == first["name"]
     assert_gang(pod, js, "pipeline", size, expected)
@@ -389,7 +389,8 @@ def test_trainjob_initializer_announces_the_trainer_nodes(kube: Kube) -> None:
     nodes = train["spec"]["trainer"]["numNodes"]
     node_template = runtime["spec"]["template"]["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
     node = {"role": "node", "count": nodes, "requests": TRAINER_RESOURCES["requests"], "nodeSelector": {},
-            "tolerations": node_template["tolerations"], "affinity": None}  # the trainer's resourcesPerNode
+            "tolerations": node_template["tolerations"], "affinity": None,  # the trainer's resourcesPerNode
+            "perChild": nodes}  # one child Job of numNodes pods
     [pod] = wait_pods(kube, ns, 1)
     assert pod["metadata"]["labels"][REPLICATED_JOB] == "dataset-initializer"
     assert_gang(pod, train, "fine-tune", 1 + nodes, [node])

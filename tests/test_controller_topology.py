@@ -435,6 +435,27 @@ def test_a_gang_waits_for_a_rack_although_the_cluster_has_room_then_starts_insid
     assert set(second.plan.values()) <= {"c", "d"} and "in example.com/rack domain r2" in second.reason
 
 
+@pytest.mark.parametrize("room_beside", [False, True])
+def test_members_bound_without_a_release_fix_the_rack_of_the_rest(room_beside: bool) -> None:
+    # A 3 x 4 cpu gang requiring one rack; someone bound train-0 to a (r1) without the controller. r2 (b, c, 4 cpu
+    # free each) could hold the other two and is the tighter rack, but that would split the gang over two racks:
+    # they may only join train-0 in r1, where a has room for one more (and d, when ``room_beside``, for another).
+    racks = {"r1": ["a", "d"] if room_beside else ["a"], "r2": ["b", "c"]}
+    state, engine = cluster(racks, {"train": {keys.TOPOLOGY_REQUIRED: RACK}})
+    for where in "bc":
+        busy(state, f"etl-{where}", "4", where)
+    state.upsert_pod(member("train-0", "4", "train", 3, node_name="a", phase="Running"), NOW)
+    for i in (1, 2):
+        state.upsert_pod(member(f"train-{i}", "4", "train", 3, gated=True), NOW)
+    decided = passes(engine)["train"]
+    if room_beside:
+        assert decided.decision == Verdict.RELEASE and set(decided.plan.values()) == {"a", "d"}, decided.reason
+    else:
+        assert decided.decision == Verdict.WAIT and "have room for only 1" in decided.reason
+        assert "bound without the controller's release (train-0 on a)" in decided.reason
+        assert "keep the rest of their unit to their example.com/rack domain" in decided.reason
+
+
 def test_a_required_gang_no_rack_could_ever_hold_never_fits() -> None:
     state, engine = cluster({"r1": ["a"], "r2": ["b", "c"]}, {"big": {keys.TOPOLOGY_REQUIRED: RACK}})
     for i in range(5):
@@ -556,6 +577,38 @@ def test_jobset_child_jobs_take_racks_of_their_own() -> None:
     assert decided.decision == Verdict.RELEASE and decided.domains == ("r1", "r2")
     racks = [{decided.plan[f"js-w-{job}-{i}"] for i in range(2)} for job in range(2)]
     assert all(len(r) == 1 for r in racks) and racks[0] != racks[1]
+
+
+def test_later_child_jobs_of_a_jobset_are_reserved_and_released_in_racks_of_their_own() -> None:
+    # InOrder: child Job d-0 (one 2-cpu pod) first; replicated job w's two child Jobs (2 x 4 cpu each) come later,
+    # announced with 2 members per child Job. Four racks of one 8-cpu node. Each later child Job needs a whole rack
+    # of its own: two 4-cpu slots of one child Job beside the driver (6 cpu free there) would share its rack.
+    # When the later pods come (w-1's first), each takes the slots of its own child Job.
+    state, engine = cluster({f"r{i}": [f"n{i}"] for i in range(1, 5)}, {"js": {keys.JOBSET_EXCLUSIVE_TOPOLOGY: RACK}})
+    owner = "jobset.x-k8s.io/v1alpha2/JobSet/js"
+    labels = {"jobset.sigs.k8s.io/replicatedjob-name": "d", "jobset.sigs.k8s.io/job-index": "0"}
+    driver = kind_member("js-d-0-0", "2", "js", 5, owner, labels)
+    driver["metadata"]["annotations"][EXPECTED] = json.dumps(
+        [{"role": "w", "count": 4, "requests": {"cpu": "4"}, "perChild": 2}])
+    state.upsert_pod(driver, NOW)
+    decided = passes(engine)["js"]
+    assert decided.decision == Verdict.RELEASE, decided.reason
+    rack = {f"n{i}": f"r{i}" for i in range(1, 5)}
+    slots = [{rack[decided.plan[f"w (expected #{1 + 2 * job + i})"]] for i in range(2)} for job in range(2)]
+    assert all(len(s) == 1 for s in slots), slots
+    assert len({rack[decided.plan["js-d-0-0"]], *slots[0], *slots[1]}) == 3 and len(decided.domains) == 3
+    for job in (1, 0):
+        for i in range(2):
+            late = kind_member(f"js-w-{job}-{i}", "4", "js", 5, owner, {
+                "jobset.sigs.k8s.io/replicatedjob-name": "w", "jobset.sigs.k8s.io/job-index": str(job)})
+            late["metadata"]["creationTimestamp"] = f"2026-11-22T10:01:{10 * (2 - job) + i:02d}Z"  # w-1's first
+            state.upsert_pod(late, NOW)
+    later = (T0 + datetime.timedelta(minutes=2)).timestamp()
+    released = passes(engine, later)["js"]
+    where = {name: node for name, node in state.pending.items()}
+    for job in range(2):
+        nodes = {where[f"uid-js-w-{job}-{i}"] for i in range(2)}
+        assert {rack[n] for n in nodes} == slots[job], (job, nodes, released.reason)
 
 
 def test_more_child_jobs_than_racks_never_fits() -> None:

@@ -29,9 +29,12 @@ class ExpectedMember:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Any, ...] = ()
     affinity: Mapping[str, Any] | None = None
+    # Members per child Job, for kinds whose later members come in child Jobs (a JobSet's replicated job): the
+    # gate controller keeps each child Job's slots together for JobSet's exclusive topology. 0: no child Jobs.
+    per_child: int = 0
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        found = {
             "role": self.role,
             "count": self.count,
             "requests": dict(self.requests),
@@ -39,6 +42,7 @@ class ExpectedMember:
             "tolerations": list(self.tolerations),
             "affinity": dict(self.affinity) if self.affinity else None,
         }
+        return {**found, "perChild": self.per_child} if self.per_child else found
 
 
 @dataclass(frozen=True)
@@ -165,8 +169,9 @@ def mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def expected_from_template(role: str, count: int, template: Any) -> ExpectedMember:
-    """Expected members stamped from a pod template (JobSet, MPI launcher, LWS workers)."""
+def expected_from_template(role: str, count: int, template: Any, per_child: int = 0) -> ExpectedMember:
+    """Expected members stamped from a pod template (JobSet, MPI launcher, LWS workers); ``per_child``: see
+    ``ExpectedMember``."""
     pod_spec = spec(mapping(template))
     return ExpectedMember(
         role=role,
@@ -175,6 +180,7 @@ def expected_from_template(role: str, count: int, template: Any) -> ExpectedMemb
         node_selector=mapping(pod_spec.get("nodeSelector")),
         tolerations=tuple(pod_spec.get("tolerations") or ()),
         affinity=mapping(pod_spec.get("affinity")) or None,
+        per_child=per_child,
     )
 
 

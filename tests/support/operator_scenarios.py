@@ -26,9 +26,11 @@ STAGE_REQUESTS = {"cpu": max(Fraction("0.5") + 3, 2 + Fraction("0.5")),  # 3.5
                   "nvidia.com/gpu": 1}  # a limit without a request defaults the request
 
 
-def stage_member(role: str, count: int) -> Obj:
-    return {"role": role, "count": count, "requests": STAGE_REQUESTS, "nodeSelector": {"pool": "gpu"},
-            "tolerations": STAGE_SPEC["tolerations"], "affinity": None}
+def stage_member(rjob: Obj) -> Obj:
+    """The announcement of a later replicated job of STAGE_SPEC pods: all its pods, and how many each child Job has."""
+    return {"role": rjob["name"], "count": f.replicated_job_pods(rjob), "requests": STAGE_REQUESTS,
+            "nodeSelector": {"pool": "gpu"}, "tolerations": STAGE_SPEC["tolerations"], "affinity": None,
+            "perChild": f.job_pods(rjob["template"]["spec"])}
 
 
 @dataclass
@@ -142,8 +144,7 @@ def jobset_depends_on(stage: str) -> Builder:
                              depends_on="launcher")], annotations=ann)
         job = f.jobset_job(js, stage)
         size = f.jobset_size(js["spec"])  # 1 + 2 × min(4, 8) = 9
-        later = f.replicated_job_pods(js["spec"]["replicatedJobs"][1])
-        expected = [stage_member("workers", later)] if stage == "launcher" else None
+        expected = [stage_member(js["spec"]["replicatedJobs"][1])] if stage == "launcher" else None
         return Scenario([js, job], f.job_pod(job, completion_index=0), js, "mpi", size, expected)
 
     return build
@@ -157,8 +158,7 @@ def jobset_in_order(stage: str) -> Builder:
             f.replicated_job("evaluator", template_spec=STAGE_SPEC)], in_order=True, annotations=ann)
         job = f.jobset_job(js, stage)
         size = f.jobset_size(js["spec"])  # min(2, 3) + 3 × min(2, 1) + 1 = 6
-        workers, evaluator = (f.replicated_job_pods(r) for r in js["spec"]["replicatedJobs"][1:])
-        expected = [stage_member("workers", workers), stage_member("evaluator", evaluator)]
+        expected = [stage_member(r) for r in js["spec"]["replicatedJobs"][1:]]
         return Scenario([js, job], f.job_pod(job, completion_index=0), js, "pipeline", size,
                         expected if stage == "driver" else None)
 
@@ -182,7 +182,7 @@ def trainjob(stage: str) -> Builder:
             f.replicated_job("node", parallelism=4, completions=4, template_spec=STAGE_SPEC,
                              depends_on="dataset-initializer")], owners=(f.ref(tj),))
         job = f.jobset_job(js, stage)
-        expected = [stage_member("node", 4)] if stage == "dataset-initializer" else None
+        expected = [stage_member(js["spec"]["replicatedJobs"][1])] if stage == "dataset-initializer" else None
         return Scenario([tj, js, job], f.job_pod(job, completion_index=0), tj, "finetune",
                         f.jobset_size(js["spec"]), expected)
 

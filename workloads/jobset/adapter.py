@@ -84,7 +84,8 @@ def jobset_membership(pod: Obj, chain: Chain, jobset: Obj, group: str) -> Member
     if any(r.get("name") == replicated for r in later):
         return Membership(True, f"replicated job {replicated} starts later", group, size, late=True)
     expected = tuple(
-        expected_from_template(str(r.get("name")), _pods(r), spec(mapping(r.get("template"))).get("template"))
+        expected_from_template(str(r.get("name")), _pods(r), spec(mapping(r.get("template"))).get("template"),
+                               per_child=job_pods(spec(mapping(r.get("template")))))
         for r in later
     )
     reason = f"replicated job {replicated}: first stage" + (f", {len(later)} later stage(s)" if later else "")
