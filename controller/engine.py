@@ -253,7 +253,12 @@ class Engine:
             return None
         others = {key: per_node for key, per_node in held.items() if key != gang.key}
         members = self._anchored(gang, [self.fitting.expected_member(gang, i) for i in indexes])
-        found = self.fitting.plan(members, gang, others, None)
+        request = self._placed(gang)[0]
+        if request:  # units whose members all move are placed as the request asks (e.g. a later child Job alone)
+            shapes = [shape_of(gang.expected[i].key, gang.expected[i].usage) for i in indexes]
+            found = self.fitting.plan_topology(members, shapes, gang, others, None, request).result
+        else:
+            found = self.fitting.plan(members, gang, others, None)
         if found.placement is None:
             return Stuck(gang.sample, StuckReason.UNPLACEABLE,
                          f"the room reserved for {len(indexes)} expected member(s) on node(s) "

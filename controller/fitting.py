@@ -164,12 +164,15 @@ class Fitting:
     def anchored(self, members: Sequence[Member], gang: Gang, request: Request, slots: Sequence[str] = ()
                  ) -> list[Member]:
         """``anchored``: members of a started gang only on the domain their unit runs in; the expected members'
-        ``slots`` (their reserved nodes, in order) count as where they are, so a unit of later members (a JobSet's
-        later child Job) keeps its domain when its slots move."""
+        ``slots`` (their reserved nodes, in order) count as where they are (an extra member of a role that so far
+        has only slots joins them), except for the members being planned: slots that move together (a repair) are
+        not held to where they were."""
         if not request:
             return list(members)
         placed = {pod.name: node for pod in gang.members if (node := self.state.charged_node(pod.uid))}
         placed.update((_expected_name(gang, i), node) for i, node in enumerate(slots[:len(gang.expected)]))
+        for member in members:
+            placed.pop(member.name, None)
         return anchored(members, request, self.roles(gang), placed, self.state.labeller, usable(members))
 
     def plan_guided(self, members: list[Member], shapes: list[Shape], gang: Gang, held: HeldRoom,

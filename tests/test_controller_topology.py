@@ -638,6 +638,34 @@ def test_spark_executors_expected_later_share_a_rack_the_driver_need_not() -> No
     assert {node for name, node in decided.plan.items() if name.startswith("executor")} == {"c"}
 
 
+def test_reserved_executor_slots_that_must_move_move_together_into_one_rack() -> None:
+    # r1 (a, b) and r2 (c, d) of 8-cpu nodes; c and d run 4-cpu pods, so r2 is the tightest rack for the two
+    # 4-cpu executor slots (one on c, one on d). Another scheduler then fills d; when the executors come, the slots
+    # move first, and being the whole executor unit they move together into r1, not one to c (the room left in r2)
+    # and one elsewhere; the executors take them.
+    state, engine = cluster({"r1": ["a", "b"], "r2": ["c", "d"]},
+                            {"spark": {f"{keys.TOPOLOGY_REQUIRED}.executor": RACK}})
+    busy(state, "etl-c", "4", "c")
+    busy(state, "etl-d", "4", "d")
+    driver = kind_member("spark-driver", "1", "spark", 3, "sparkoperator.k8s.io/v1beta2/SparkApplication/spark",
+                         {"spark-role": "driver"})
+    driver["metadata"]["annotations"][EXPECTED] = json.dumps(
+        [{"role": "executor", "count": 2, "requests": {"cpu": "4"}}])
+    state.upsert_pod(driver, NOW)
+    decided = passes(engine)["spark"]
+    assert decided.decision == Verdict.RELEASE, decided.reason
+    assert {node for name, node in decided.plan.items() if name.startswith("executor")} == {"c", "d"}
+    busy(state, "other-d", "4", "d")
+    for i in range(2):
+        state.upsert_pod(kind_member(f"spark-exec-{i}", "4", "spark", 3,
+                                     "sparkoperator.k8s.io/v1beta2/SparkApplication/spark", {"spark-role": "executor"}),
+                         NOW)
+    passes(engine, (T0 + datetime.timedelta(minutes=2)).timestamp())
+    slots = engine.books.slots[decided.key]
+    assert len(slots) == 2 and set(slots) <= {"a", "b"}, slots
+    assert {state.pending[f"uid-spark-exec-{i}"] for i in range(2)} <= {"a", "b"}
+
+
 def test_explain_shows_the_topology_request() -> None:
     examples = Path(__file__).resolve().parent.parent / "workloads" / "training" / "examples"
     pod = yaml.safe_load((examples / "pytorch-worker.yaml").read_text())
