@@ -639,14 +639,14 @@ def test_spark_executors_expected_later_share_a_rack_the_driver_need_not() -> No
 
 
 def test_reserved_executor_slots_that_must_move_move_together_into_one_rack() -> None:
-    # r1 (a, b) and r2 (c, d) of 8-cpu nodes; c and d run 4-cpu pods, so r2 is the tightest rack for the two
-    # 4-cpu executor slots (one on c, one on d). Another scheduler then fills d; when the executors come, the slots
-    # move first, and being the whole executor unit they move together into r1, not one to c (the room left in r2)
-    # and one elsewhere; the executors take them.
+    # r1 (a, b) and r2 (c, d) of 8-cpu nodes; a and b run 4-cpu pods, so r1 is the tightest rack for the two 4-cpu
+    # executor slots (one on a, one on b). Another scheduler then fills b; when the executors come, the slots move
+    # first, and being the whole executor unit they move together into r2, not one to a (the room left in r1) and
+    # one into r2; the executors take them.
     state, engine = cluster({"r1": ["a", "b"], "r2": ["c", "d"]},
                             {"spark": {f"{keys.TOPOLOGY_REQUIRED}.executor": RACK}})
-    busy(state, "etl-c", "4", "c")
-    busy(state, "etl-d", "4", "d")
+    busy(state, "etl-a", "4", "a")
+    busy(state, "etl-b", "4", "b")
     driver = kind_member("spark-driver", "1", "spark", 3, "sparkoperator.k8s.io/v1beta2/SparkApplication/spark",
                          {"spark-role": "driver"})
     driver["metadata"]["annotations"][EXPECTED] = json.dumps(
@@ -654,16 +654,16 @@ def test_reserved_executor_slots_that_must_move_move_together_into_one_rack() ->
     state.upsert_pod(driver, NOW)
     decided = passes(engine)["spark"]
     assert decided.decision == Verdict.RELEASE, decided.reason
-    assert {node for name, node in decided.plan.items() if name.startswith("executor")} == {"c", "d"}
-    busy(state, "other-d", "4", "d")
+    assert {node for name, node in decided.plan.items() if name.startswith("executor")} == {"a", "b"}
+    busy(state, "other-b", "4", "b")
     for i in range(2):
         state.upsert_pod(kind_member(f"spark-exec-{i}", "4", "spark", 3,
                                      "sparkoperator.k8s.io/v1beta2/SparkApplication/spark", {"spark-role": "executor"}),
                          NOW)
     passes(engine, (T0 + datetime.timedelta(minutes=2)).timestamp())
     slots = engine.books.slots[decided.key]
-    assert len(slots) == 2 and set(slots) <= {"a", "b"}, slots
-    assert {state.pending[f"uid-spark-exec-{i}"] for i in range(2)} <= {"a", "b"}
+    assert len(slots) == 2 and set(slots) <= {"c", "d"}, slots
+    assert {state.pending[f"uid-spark-exec-{i}"] for i in range(2)} <= {"c", "d"}
 
 
 def test_explain_shows_the_topology_request() -> None:
