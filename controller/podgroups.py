@@ -15,7 +15,9 @@ write it. Per PodGroup:
 - its status is written through the status subresource when it differs from the stored one (``status_for`` keeps
   the times that must not move), as a JSON merge patch pinned to the resourceVersion it was computed against; a
   409 (someone else wrote since) is retried from the newer version the watch brings (it queues the PodGroup again
-  as soon as it arrives), so what is written is always computed against what is stored;
+  as soon as it arrives), so what is written is always computed against what is stored. A write's response never
+  replaces what the watch delivered after that write (the watch runs in its own thread and may be first): else the
+  writer would go on from a version older than the stored one;
 - at most one status write per PodGroup per ``interval`` seconds, except on a phase change; a creation and its first
   status are written together. A gang that is gone leaves its PodGroup to the garbage collector (never deleted here).
 
@@ -50,6 +52,7 @@ _MERGE = "application/merge-patch+json"
 _RETRY_SECONDS = 2.0  # after a failed request
 _INVALID_SECONDS = 60.0  # after a 4xx that a retry will not fix (422, 403)
 _SUPERSEDED = 8  # per PodGroup, the resourceVersions our own writes moved past (late watch events of them)
+_DELIVERED = 16  # per PodGroup a gang wants, the last versions the watch delivered (is a write's response older?)
 
 
 def path(namespace: str, name: str = "", status: bool = False) -> str:
@@ -81,6 +84,7 @@ class PodGroupWriter:
         self._targets: dict[Target, set[GangKey]] = {}  # the gangs that want each PodGroup (one holds it)
         self._objects: dict[Target, Obj] = {}  # every PodGroup as last seen: watch, our writes and reads
         self._superseded: dict[Target, collections.deque[str]] = {}
+        self._delivered: dict[Target, collections.deque[str]] = {}
         self._written: dict[Target, float] = {}  # when its status was last written (clock)
         self._collected: set[tuple[Target, str]] = set()  # managed PodGroups deleted, with their root's uid
         self._heap: list[tuple[float, int, Target]] = []
@@ -152,6 +156,7 @@ class PodGroupWriter:
         else:
             del self._targets[target]
             self._written.pop(target, None)
+            self._delivered.pop(target, None)
             self._collected = {c for c in self._collected if c[0] != target}
 
     def _queue(self, target: Target, due: float) -> None:
@@ -177,6 +182,9 @@ class PodGroupWriter:
         target = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         with self._lock:
             known = self._objects.get(target)
+            if target in self._targets:
+                self._delivered.setdefault(target, collections.deque(maxlen=_DELIVERED)).append(
+                    str(meta.get("resourceVersion") or ""))
             if kind == "DELETED":
                 if known is not None and (obj.get(FINAL_STATE_UNKNOWN) or
                                           (known.get("metadata") or {}).get("uid") == meta.get("uid")):
@@ -193,11 +201,15 @@ class PodGroupWriter:
             if target in self._targets:
                 self._queue(target, self._clock())
 
-    def _remember(self, target: Target, obj: Obj, written_over: str = "") -> None:
-        """Under the lock: ``obj`` as a write or a read returned it; ``written_over``: the version it replaced."""
-        self._objects[target] = obj
+    def _remember(self, target: Target, obj: Obj, written_over: str = "") -> Obj | None:
+        """Under the lock: ``obj`` as a write returned it, unless the watch (its own thread) already delivered that
+        version: events come in order, so what it delivered since is as new or newer (someone else's write, or a
+        deletion) and is kept. ``written_over``: the version the write replaced. Returns the PodGroup as known now."""
+        if str((obj.get("metadata") or {}).get("resourceVersion") or "") not in self._delivered.get(target, ()):
+            self._objects[target] = obj
         if written_over:
             self._superseded.setdefault(target, collections.deque(maxlen=_SUPERSEDED)).append(written_over)
+        return self._objects.get(target)
 
     # --- the workers -------------------------------------------------------------------------------------
 
@@ -311,11 +323,10 @@ class PodGroupWriter:
     def _create(self, target: Target, want: Desired) -> Obj | float:
         status, body = self._request("create", "POST", path(want.namespace), new_podgroup(want, self._root(want)))
         if status == 201:
-            obj: Obj = json.loads(body)
             with self._lock:
-                self._remember(target, obj)
+                known = self._remember(target, json.loads(body))
             log.info("PodGroup %s/%s created for gang %s", want.namespace, want.name, want.key[1])
-            return obj
+            return _RETRY_SECONDS if known is None else known  # None: deleted already
         if status == 409:  # it exists, and the watch has not told yet: looked at again when it does
             return _RETRY_SECONDS
         return self._failed("creating", target, status, body)
@@ -342,10 +353,9 @@ class PodGroupWriter:
         patch.setdefault("metadata", {})["resourceVersion"] = version
         status, body = self._request("patch", "PATCH", path(*target), patch, _MERGE)
         if status == 200:
-            fixed: Obj = json.loads(body)
             with self._lock:
-                self._remember(target, fixed, version)
-            return fixed
+                known = self._remember(target, json.loads(body), version)
+            return _RETRY_SECONDS if known is None else known  # None: deleted already
         return self._failed("updating", target, status, body)
 
     def _write_status(self, target: Target, obj: Obj, want: Desired, written: float | None) -> float | None:
