@@ -227,27 +227,28 @@ def parse_wrk(output: str) -> dict[str, float]:
             + (sum(int(g) for g in socket_errors.groups()) if socket_errors else 0)}
 
 
-def wrk(url: str, body_file: Path, connections: int, seconds: int) -> dict[str, float]:
+def _run_wrk(url: str, body_file: Path, connections: int, seconds: int, script: str) -> str:
+    """wrk's output for ``seconds`` of POSTs of ``body_file`` through ``script`` (in bench/floor)."""
     out = subprocess.run(["wrk", "-t", str(min(connections, 2)), "-c", str(connections), "-d", f"{seconds}s",
-                          "-s", str(FLOOR / "post.lua"), url], env={**os.environ, "BODY": str(body_file)},
+                          "-s", str(FLOOR / script), url], env={**os.environ, "BODY": str(body_file)},
                          capture_output=True, text=True, timeout=seconds + 60)
     if out.returncode != 0:
         raise RuntimeError(f"wrk failed: {out.stderr}{out.stdout}")
-    return parse_wrk(out.stdout)
+    return out.stdout
+
+
+def wrk(url: str, body_file: Path, connections: int, seconds: int) -> dict[str, float]:
+    return parse_wrk(_run_wrk(url, body_file, connections, seconds, "post.lua"))
 
 
 def wrk_timeline(url: str, body_file: Path, connections: int, seconds: int) -> dict[str, Any]:
     """One continuous wrk run; answers per whole second of it (the first and last seconds are partial: left out)."""
-    out = subprocess.run(["wrk", "-t", str(min(connections, 2)), "-c", str(connections), "-d", f"{seconds}s",
-                          "-s", str(FLOOR / "timeline.lua"), url], env={**os.environ, "BODY": str(body_file)},
-                         capture_output=True, text=True, timeout=seconds + 60)
-    if out.returncode != 0:
-        raise RuntimeError(f"wrk failed: {out.stderr}{out.stdout}")
-    counts = {int(second): int(n) for second, n in re.findall(r"^second ([0-9]+) ([0-9]+)$", out.stdout, re.M)}
+    output = _run_wrk(url, body_file, connections, seconds, "timeline.lua")
+    counts = {int(second): int(n) for second, n in re.findall(r"^second ([0-9]+) ([0-9]+)$", output, re.M)}
     if len(counts) < 3:
-        raise RuntimeError(f"wrk reported no timeline:\n{out.stdout}")
+        raise RuntimeError(f"wrk reported no timeline:\n{output}")
     first, last = min(counts), max(counts)
-    return {**parse_wrk(out.stdout), "per_second": [counts.get(s, 0) for s in range(first + 1, last)]}
+    return {**parse_wrk(output), "per_second": [counts.get(s, 0) for s in range(first + 1, last)]}
 
 
 def drift(per_second: list[int]) -> float:

@@ -28,6 +28,7 @@ from controller.predicates import (
     one_member_per_node,
 )
 from gang import keys
+from gang.adapters.base import child_name
 from gang.adapters.table import adapter_for
 from gang.kinds import INTERMEDIATE, split_api_version
 from gang.resources import Resources
@@ -121,7 +122,8 @@ def parse_expected(text: str | None, group: str) -> tuple[Expected, ...]:
             )
             count, per_child = int(entry.get("count") or 0), int(entry.get("perChild") or 0)
             if per_child > 0:  # child Jobs <role>-0, <role>-1, ... of per_child members each
-                expanded.extend(replace(member, child=f"{member.role}-{i // per_child}") for i in range(count))
+                expanded.extend(replace(member, child=child_name([member.role, str(i // per_child)]))
+                                for i in range(count))
             else:
                 expanded.extend([member] * count)
         return tuple(expanded)

@@ -39,7 +39,7 @@ from tests.support.contract import (
     RESERVED_NODES,
     UNRESOLVED,
 )
-from tests.support.deploy import render, webhook_configurations
+from tests.support.deploy import register_shipped
 from tests.support.kube import WEBHOOK_IDENTITY, Kube, pods_resource
 from tests.support.roots import batch_job
 
@@ -68,15 +68,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory, tls: Any) -> Iterator[Setup]
         try:
             hook.wait_ready()
             admin = Kube(config.new_client_from_config(cluster.kubeconfig))
-            admission = client.AdmissionregistrationV1Api(admin.api_client)
-            configurations = webhook_configurations(render(), hook.url)
-            for obj in configurations:
-                for entry in obj["webhooks"]:
-                    entry["clientConfig"]["caBundle"] = tls.ca_bundle_b64()
-                if obj["kind"] == "MutatingWebhookConfiguration":
-                    admission.create_mutating_webhook_configuration(obj)
-                else:
-                    admission.create_validating_webhook_configuration(obj)
+            configurations = register_shipped(admin.api_client, hook.url, tls.ca_bundle_b64())
             users = {user: client.CoreV1Api(config.new_client_from_config(cluster.add_user(user)))
                      for user in (ALICE, ADMIN, CONTROLLER)}
             yield Setup(cluster, admin, users, hook, configurations)

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from controller.engine import Engine, GangDecision, Verdict
+from controller.members import parse_expected
 from controller.planner import check_placement
 from controller.problem import Member, NodeFree, member_requests
 from controller.state import ClusterState
@@ -611,6 +612,18 @@ def test_later_child_jobs_of_a_jobset_are_reserved_and_released_in_racks_of_thei
         assert {rack[n] for n in nodes} == slots[job], (job, nodes, released.reason)
 
 
+def test_the_announcement_names_later_child_jobs_and_a_malformed_one_reserves_nothing() -> None:
+    entry = {"role": "w", "count": 4, "requests": {"cpu": "1"}}
+
+    def children(per_child: Any) -> list[str]:
+        return [e.child for e in parse_expected(json.dumps([{**entry, "perChild": per_child}]), "g")]
+
+    assert children(2) == ["w-0", "w-0", "w-1", "w-1"]
+    assert children(0) == children(-2) == [""] * 4
+    for garbage in ("two", [2], {"n": 2}):  # a hand edit: the gang waits for its members instead of reserving room
+        assert parse_expected(json.dumps([{**entry, "perChild": garbage}]), "g") == ()
+
+
 def test_more_child_jobs_than_racks_never_fits() -> None:
     state, engine = cluster({"r1": ["a"], "r2": ["b"]}, {"js": {keys.JOBSET_EXCLUSIVE_TOPOLOGY: RACK}})
     owner = "jobset.x-k8s.io/v1alpha2/JobSet/js"
@@ -621,17 +634,24 @@ def test_more_child_jobs_than_racks_never_fits() -> None:
     assert decided.decision == Verdict.NEVER_FITS and "3 child Jobs each need" in decided.reason
 
 
+SPARK = "sparkoperator.k8s.io/v1beta2/SparkApplication/spark"
+
+
+def spark_driver(cpu: str) -> dict[str, Any]:
+    """The gated driver of SparkApplication spark, announcing 2 executors of 4 cpu (a gang of 3)."""
+    driver = kind_member("spark-driver", cpu, "spark", 3, SPARK, {"spark-role": "driver"})
+    driver["metadata"]["annotations"][EXPECTED] = json.dumps(
+        [{"role": "executor", "count": 2, "requests": {"cpu": "4"}}])
+    return driver
+
+
 def test_spark_executors_expected_later_share_a_rack_the_driver_need_not() -> None:
     # Free: a 8 - 6 = 2 (r1), b 8 - 7 = 1 and c 8 (r2). The 2 expected executors (4 cpu each) must share a rack:
     # only c holds both (r1 has 2 cpu, b 1). The driver (2 cpu, free to go anywhere) then fits only on a.
     state, engine = cluster({"r1": ["a"], "r2": ["b", "c"]}, {"spark": {f"{keys.TOPOLOGY_REQUIRED}.executor": RACK}})
     busy(state, "etl-a", "6", "a")
     busy(state, "etl-b", "7", "b")
-    driver = kind_member("spark-driver", "2", "spark", 3, "sparkoperator.k8s.io/v1beta2/SparkApplication/spark",
-                         {"spark-role": "driver"})
-    driver["metadata"]["annotations"][EXPECTED] = json.dumps(
-        [{"role": "executor", "count": 2, "requests": {"cpu": "4"}}])
-    state.upsert_pod(driver, NOW)
+    state.upsert_pod(spark_driver("2"), NOW)
     decided = passes(engine)["spark"]
     assert decided.decision == Verdict.RELEASE, decided.reason
     assert decided.plan["spark-driver"] == "a"
@@ -647,19 +667,13 @@ def test_reserved_executor_slots_that_must_move_move_together_into_one_rack() ->
                             {"spark": {f"{keys.TOPOLOGY_REQUIRED}.executor": RACK}})
     busy(state, "etl-a", "4", "a")
     busy(state, "etl-b", "4", "b")
-    driver = kind_member("spark-driver", "1", "spark", 3, "sparkoperator.k8s.io/v1beta2/SparkApplication/spark",
-                         {"spark-role": "driver"})
-    driver["metadata"]["annotations"][EXPECTED] = json.dumps(
-        [{"role": "executor", "count": 2, "requests": {"cpu": "4"}}])
-    state.upsert_pod(driver, NOW)
+    state.upsert_pod(spark_driver("1"), NOW)
     decided = passes(engine)["spark"]
     assert decided.decision == Verdict.RELEASE, decided.reason
     assert {node for name, node in decided.plan.items() if name.startswith("executor")} == {"a", "b"}
     busy(state, "other-b", "4", "b")
     for i in range(2):
-        state.upsert_pod(kind_member(f"spark-exec-{i}", "4", "spark", 3,
-                                     "sparkoperator.k8s.io/v1beta2/SparkApplication/spark", {"spark-role": "executor"}),
-                         NOW)
+        state.upsert_pod(kind_member(f"spark-exec-{i}", "4", "spark", 3, SPARK, {"spark-role": "executor"}), NOW)
     passes(engine, (T0 + datetime.timedelta(minutes=2)).timestamp())
     slots = engine.books.slots[decided.key]
     assert len(slots) == 2 and set(slots) <= {"c", "d"}, slots

@@ -39,7 +39,7 @@ from tests.support.contract import (
     SIGS_MIN,
     UNRESOLVED,
 )
-from tests.support.deploy import KUBECTL, ROOT, render, webhook_configurations
+from tests.support.deploy import KUBECTL, ROOT, register_shipped
 from tests.support.gang_pods import delete_pods, gated, name_of, running, wait_pods
 from tests.support.kube import WEBHOOK_IDENTITY, Kube, pods_resource
 from tests.support.opt_in import make_pod
@@ -156,14 +156,7 @@ def kube(cluster: LocalCluster, workdir: Path, tls: Any) -> Iterator[Kube]:
         except ApiException as exc:  # the emulator may serve it already
             if exc.status != 409:
                 raise
-        admission = client.AdmissionregistrationV1Api(api.api_client)
-        for configuration in webhook_configurations(render(), hook.url):
-            for entry in configuration["webhooks"]:
-                entry["clientConfig"]["caBundle"] = hook.certs.ca_bundle_b64()
-            if configuration["kind"] == "MutatingWebhookConfiguration":
-                admission.create_mutating_webhook_configuration(configuration)
-            else:
-                admission.create_validating_webhook_configuration(configuration)
+        register_shipped(api.api_client, hook.url, hook.certs.ca_bundle_b64())
         api.core.create_namespace({"metadata": {"name": "kubenexus-system"}})
         controller = Controller(new_api_client(cluster.add_user(CONTROLLER), 32, 3), Config(), port=0).start()
         yield api

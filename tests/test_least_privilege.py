@@ -51,9 +51,9 @@ from tests.support.deploy import (
     WEBHOOK,
     Obj,
     bundles_installed,
+    register_shipped,
     render,
     secret_bundle,
-    webhook_configurations,
 )
 from tests.support.events import list_events
 from tests.support.kube import Kube, pods_resource
@@ -275,12 +275,7 @@ def scenario(cluster: LocalCluster, kube: Kube, workdir: Path, tls: Any, result:
         "server": {"certDir": str(certdir)},
         "certs": {"extraSANs": ["127.0.0.1"], "checkIntervalSeconds": 0.5}})
     started.append(hook)
-    admission = client.AdmissionregistrationV1Api(kube.api_client)
-    for obj in webhook_configurations(result.rendered, hook.url):
-        if obj["kind"] == "MutatingWebhookConfiguration":
-            admission.create_mutating_webhook_configuration(obj)
-        else:
-            admission.create_validating_webhook_configuration(obj)
+    register_shipped(kube.api_client, hook.url, rendered=result.rendered)
     wait_for(lambda: bundles_installed(kube), TIMEOUT, "the Secret created and its CA bundle in both configurations")
     bundle = secret_bundle(kube)
     assert bundle is not None

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes import client, config
+from kubernetes import config
 
 from cluster.local import LocalCluster
 from gang.kinds import NAMESPACE
@@ -23,7 +23,7 @@ from kube.client import new_api_client
 from kube.namespaces import ListedNamespaces, WatchedNamespaces
 from kube.source import ApiSource
 from tests.support.contract import GATE, GROUP, OPT_IN
-from tests.support.deploy import WEBHOOK, render, webhook_configurations
+from tests.support.deploy import WEBHOOK, register_shipped
 from tests.support.kube import Kube
 from tests.support.kubectl import Kubectl
 from tests.support.polling import wait_for
@@ -56,14 +56,7 @@ def kubectl(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> 
 @pytest.fixture(scope="module")
 def webhook(cluster: LocalCluster, kube: Kube, workdir: Path, tls: Any) -> Iterator[Webhook]:
     hook = Webhook(workdir, tls, cluster.add_user(WEBHOOK), {})
-    admission = client.AdmissionregistrationV1Api(kube.api_client)
-    for configuration in webhook_configurations(render(), hook.url):
-        for entry in configuration["webhooks"]:
-            entry["clientConfig"]["caBundle"] = tls.ca_bundle_b64()
-        if configuration["kind"] == "MutatingWebhookConfiguration":
-            admission.create_mutating_webhook_configuration(configuration)
-        else:
-            admission.create_validating_webhook_configuration(configuration)
+    register_shipped(kube.api_client, hook.url, tls.ca_bundle_b64())
     yield hook
     hook.stop()
 

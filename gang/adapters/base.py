@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,7 +113,7 @@ class WorkloadAdapter(ABC):
     def child_of(self, labels: Mapping[str, str]) -> str:
         """The child Job the member belongs to ("" when the kind has none or the pod does not say)."""
         parts = [str(labels.get(label) or "") for label in self.child_labels]
-        return "-".join(parts) if parts and all(parts) else ""
+        return child_name(parts) if parts and all(parts) else ""
 
     @abstractmethod
     def membership(self, pod: Obj, chain: Chain) -> Membership:
@@ -167,6 +167,12 @@ def as_int(value: Any, default: int) -> int:
 
 def mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def child_name(parts: Sequence[str]) -> str:
+    """A child Job's name as the gate controller knows it: its ``child_labels`` values (a JobSet's replicated job
+    and job index), joined; expected members of a later child Job are named alike."""
+    return "-".join(parts)
 
 
 def expected_from_template(role: str, count: int, template: Any, per_child: int = 0) -> ExpectedMember:

@@ -37,6 +37,24 @@ def webhook_configurations(rendered: list[Obj], url: str) -> list[Obj]:
     return [by_url(obj, url) for obj in rendered if obj.get("kind") in WEBHOOK_CONFIGURATIONS]
 
 
+def register_shipped(api_client: Any, url: str, ca_bundle_b64: str | None = None,
+                     rendered: list[Obj] | None = None) -> list[Obj]:
+    """Create the shipped webhook configurations (``rendered``, else deploy/base) calling the local webhook at
+    ``url``: trusting ``ca_bundle_b64`` when given, else as shipped (a webhook managing its own certificates writes
+    its bundle). Returns what was created."""
+    admission = client.AdmissionregistrationV1Api(api_client)
+    configurations = webhook_configurations(render() if rendered is None else rendered, url)
+    for obj in configurations:
+        if ca_bundle_b64 is not None:
+            for entry in obj["webhooks"]:
+                entry["clientConfig"]["caBundle"] = ca_bundle_b64
+        if obj["kind"] == "MutatingWebhookConfiguration":
+            admission.create_mutating_webhook_configuration(obj)
+        else:
+            admission.create_validating_webhook_configuration(obj)
+    return configurations
+
+
 def secret_bundle(kube: Kube) -> bytes | None:
     try:
         secret = kube.core.read_namespaced_secret(SECRET, NAMESPACE)
