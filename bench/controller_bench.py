@@ -59,7 +59,7 @@ import yaml  # noqa: E402
 
 from controller import slim  # noqa: E402
 from controller.engine import Cycle, Engine, Verdict  # noqa: E402
-from controller.owners import root_annotations  # noqa: E402
+from controller.roots import snapshot  # noqa: E402
 from controller.run import WATCHED  # noqa: E402
 from controller.state import ClusterState  # noqa: E402
 from controller.status import Tracker  # noqa: E402
@@ -687,8 +687,8 @@ class World:
     pods: int = 0
 
     def engine(self) -> Engine:
-        source = MemorySource(self.roots)
-        return Engine(self.state, CONFIG, lambda pod: root_annotations(source, pod))
+        self.state.roots = snapshot(self.roots)
+        return Engine(self.state, CONFIG)
 
 
 def build_world(nodes: int, pods: int, seed: int = 1, sample: int = 2000) -> World:

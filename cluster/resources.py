@@ -67,6 +67,8 @@ BUILTIN = (
                               "regarding.fieldPath", "reportingController", "source", "reason", "type")),
     Resource("coordination.k8s.io", "v1", "Lease", "leases"),
     Resource("batch", "v1", "Job", "jobs", subresources=("status",)),
+    # Stored and served (a real apiserver does); no CronJob controller runs here.
+    Resource("batch", "v1", "CronJob", "cronjobs", short_names=("cj",), subresources=("status",)),
     Resource("apps", "v1", "StatefulSet", "statefulsets", short_names=("sts",), subresources=("status",)),
     # No controllers act on these (no ReplicaSets or pods from Deployments, no disruption accounting, no network
     # policy enforcement); they are served so that the product's manifests (deploy/) apply as to a real cluster.

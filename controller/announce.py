@@ -36,7 +36,7 @@ from enum import StrEnum
 from functools import cached_property
 
 from controller import status
-from controller.engine import GangDecision, Verdict
+from controller.engine import Cause, GangDecision, Verdict
 from controller.members import GangKey, PodView
 from controller.status import Phase
 
@@ -59,6 +59,8 @@ PHASE_EVENTS: dict[Phase, tuple[str, str, str, bool]] = {
     Phase.FAILED: ("GangFailed", "Warning", OBSERVE, False),
 }
 _WAITS = (Phase.PENDING, Phase.WAITING, Phase.NEVER_FITS, Phase.NOT_CERTIFIABLE)
+# A gang whose root's constraints cannot be read waits for that, not for capacity: told as a state of its own.
+CONSTRAINTS_UNKNOWN = ("GangConstraintsUnknown", "Warning", HOLD, True)
 
 
 @dataclass(frozen=True)
@@ -237,7 +239,7 @@ class Announcer:
         """When a channel that asked for nothing now may ask for something with the same input: the end of its
         interval (a change waiting for it), then its heartbeat (waiting phases)."""
         due = math.inf
-        for told, beats in ((gang.phase, gang.phase is not None and gang.phase.state in _WAITS), (gang.release, False)):
+        for told, beats in ((gang.phase, gang.phase is not None and gang.phase.state.partition(":")[0] in _WAITS), (gang.release, False)):
             if told is not None:
                 if told.at + self.interval > at:
                     due = min(due, told.at + self.interval)
@@ -270,15 +272,17 @@ class Announcer:
             write = decide(gang.release, telling, at, self.interval, math.inf)
             if write != Write.NOTHING:
                 tells.append(Tell("release", "GangReleased", "Normal", RELEASE, telling, write, False))
-        if phase is None:
+        if phase is None or decision.cause == Cause.ROOT_UNSEEN:  # its root may be a watch event away: not told yet
             return tells
-        telling = Telling(phase, _phase_note(phase, decision, counts), decision.short)
+        unknown = phase is Phase.WAITING and decision.cause == Cause.ROOT
+        state = f"{phase}:{Cause.ROOT}" if unknown else str(phase)
+        telling = Telling(state, _phase_note(phase, decision, counts), decision.short)
         write = decide(gang.phase, telling, at, self.interval, self.heartbeat if phase in _WAITS else math.inf)
         if write != Write.NOTHING and phase in PHASE_EVENTS:
-            reason, type_, action, members = PHASE_EVENTS[phase]
+            reason, type_, action, members = CONSTRAINTS_UNKNOWN if unknown else PHASE_EVENTS[phase]
             # members hear of transitions; the root alone of every later change and heartbeat
             tells.append(Tell("phase", reason, type_, action, telling, write, members and (
-                gang.phase is None or gang.phase.state != phase)))
+                gang.phase is None or gang.phase.state != state)))
         elif write != Write.NOTHING:  # Releasing: told by the release channel; the phase is noted all the same
             gang.phase = Told.of(telling, at)
         return tells

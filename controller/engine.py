@@ -33,7 +33,7 @@ feed it the same state, so what simulate prints is what the controller does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -47,14 +47,16 @@ from controller.members import Expected, GangKey, PodView
 from controller.planner import PlanResult, check_placement
 from controller.problem import Member, NodeFree
 from controller.rooms import Rooms, shape_of
+from controller.roots import Unknown
 from controller.state import ClusterState
 from controller.topology import Request, domains_used, request_of
 from gang import keys
 from gang.config import Config
 from gang.resources import Resources
 
-# Root annotations the engine reads: (schedule timeout, best effort); see ``RootLookup``.
-RootLookup = Callable[[PodView], Mapping[str, str]]
+
+# A new job's pods and its root arrive by two watches: a root not delivered yet for this long is no lag any more.
+ROOT_LAG_SECONDS = 10.0
 
 
 class Verdict(StrEnum):
@@ -75,6 +77,9 @@ class Cause(StrEnum):
     CAPACITY = "capacity"  # no plan over the free capacity
     PINNING = "pinning"  # a mixed gang, and members are not pinned
     QUEUE = "queue"  # pods queued for other schedulers could take the planned room
+    ROOT = "root"  # what its root asks cannot be read (``controller/roots.py``): never planned without it
+    ROOT_UNSEEN = "root-unseen"  # as ROOT, the root not delivered by its watch yet, within ROOT_LAG_SECONDS: told once
+    # it lasts
 
 
 @dataclass(frozen=True)
@@ -141,10 +146,9 @@ _Token = tuple[int | None, int, int, int]
 class Engine:
     """Decides releases: one pass over every gang, composed of the units that keep state across passes."""
 
-    def __init__(self, state: ClusterState, config: Config, roots: RootLookup | None = None) -> None:
+    def __init__(self, state: ClusterState, config: Config) -> None:
         self.state = state
         self.config = config
-        self.roots: RootLookup = roots or (lambda pod: {})
         self.feasibility = Feasibility(state)
         self.rooms = Rooms(state)
         self.integrity = Integrity(state, config.bind_timeout_seconds)
@@ -253,7 +257,9 @@ class Engine:
             return None
         others = {key: per_node for key, per_node in held.items() if key != gang.key}
         members = self._anchored(gang, [self.fitting.expected_member(gang, i) for i in indexes])
-        request = self._placed(gang)[0]
+        placed_in = self._placed(gang)
+        assert not isinstance(placed_in, Unknown), "slots are repaired only once the gang's root is known (_running)"
+        request = placed_in[0]
         if request:  # units whose members all move are placed as the request asks (e.g. a later child Job alone)
             shapes = [shape_of(gang.expected[i].key, gang.expected[i].usage) for i in indexes]
             found = self.fitting.plan_topology(members, shapes, gang, others, None, request).result
@@ -277,7 +283,8 @@ class Engine:
         into their predecessors' room; then finish a release under way (a crash can leave one half done).
         Returns the extra members still gated."""
         result = self._base(gang, now, Verdict.RUNNING, "released")
-        result.topology, result.domains = self._placed(gang)
+        placed_in = self._placed(gang)
+        result.topology, result.domains = placed_in if not isinstance(placed_in, Unknown) else ((), ())
         whole = gang.key in self.state.whole
         stuck = self._stuck(gang, now)
         if stuck and not whole:
@@ -299,6 +306,9 @@ class Engine:
         gated = sorted((p for p in gang.live if p.gated and p.uid not in self.state.pending),
                        key=lambda p: (p.created, p.name))
         if not gated:  # the usual case: every member released; nothing to decide
+            return result, []
+        if isinstance(placed_in, Unknown):  # late members, replacements and extras are placed as the root asks
+            result.reason = f"{len(gated)} gated member(s) wait: {placed_in.reason}"
             return result, []
         broken = None if whole else self._repair_slots(gang, held)
         if broken is not None:
@@ -343,11 +353,14 @@ class Engine:
             self._released(result, pod, node, "member(s) of a running gang released where they fit", releases)
             self.backfill.count(pod, node, claims)
 
-    def _placed(self, gang: Gang) -> tuple[Request, tuple[str, ...]]:
+    def _placed(self, gang: Gang) -> tuple[Request, tuple[str, ...]] | Unknown:
         """A started gang's topology request and the domains its members are in (kept from its release; after a
-        restart, read once from its root and where its members are charged)."""
+        restart, read once from its root and where its members are charged), or why its root cannot be read."""
         if gang.key not in self._placed_in:
-            request = request_of(self.roots(gang.sample))
+            root = self.state.roots.constraints(gang.sample)
+            if isinstance(root, Unknown):
+                return root
+            request = request_of(root)
             nodes = {p.name: node for p in gang.members if (node := self.state.charged_node(p.uid))}
             self._placed_in[gang.key] = (request, tuple(sorted({
                 domain for t in request for domain in domains_used(nodes, self.state.labeller(t.key))})))
@@ -356,7 +369,9 @@ class Engine:
     def _anchored(self, gang: Gang, members: list[Member]) -> list[Member]:
         """Replacements, late and extra members of a started gang go to the domain their unit runs in (or is
         reserved in)."""
-        return self.fitting.anchored(members, gang, self._placed(gang)[0], self.books.slot_nodes(gang))
+        placed_in = self._placed(gang)
+        assert not isinstance(placed_in, Unknown), "anchored only once the gang's root is known (_running)"
+        return self.fitting.anchored(members, gang, placed_in[0], self.books.slot_nodes(gang))
 
     def _fits_into(self, pod: PodView, gang: Gang, member: Member, node: str, room: Resources, held: Held) -> bool:
         """The member fits on ``node`` with ``room`` held for it there counted as free."""
@@ -404,15 +419,25 @@ class Engine:
             self.books.partial.pop(gang.key, None)
         needed = max(gang.needed - len(placed) - done, 0)
         expected_note = f" ({len(gang.expected)} more expected later)" if gang.expected else ""
-        root = self.roots(gang.sample)
-        timeout = _seconds(root.get(keys.SCHEDULE_TIMEOUT_SECONDS)) or self.config.schedule_timeout_seconds
+        root = self.state.roots.constraints(gang.sample)
+        known = root if not isinstance(root, Unknown) else {}
+        timeout = _seconds(known.get(keys.SCHEDULE_TIMEOUT_SECONDS)) or self.config.schedule_timeout_seconds
         result = self._base(gang, now, Verdict.WAIT, "")
         result.timed_out = result.waited > timeout
-        request = result.topology = request_of(root)
-        if len(live) < needed:
+        lag = isinstance(root, Unknown) and root.unseen and result.waited < ROOT_LAG_SECONDS
+        if isinstance(root, Unknown) and not lag:  # fail closed: never planned with fewer constraints than it asks
+            result.cause = Cause.ROOT
+            result.reason = f"not planned: {root.reason}; it waits until they can be read"
+            return self._hold(gang, result, placed, now, evictions)
+        request = result.topology = request_of(root) if not isinstance(root, Unknown) else ()
+        if len(live) < needed:  # (a root that may be a watch event away is no news while members are missing)
             result.cause = Cause.MEMBERS
             result.short = needed - len(live)
             result.reason = f"{len(live) + len(placed) + done}/{gang.needed} members present{expected_note}"
+            return self._hold(gang, result, placed, now, evictions)
+        if isinstance(root, Unknown):
+            result.cause = Cause.ROOT_UNSEEN
+            result.reason = f"not planned: {root.reason}; it waits until they can be read"
             return self._hold(gang, result, placed, now, evictions)
         reasons = sorted({p.uncertifiable for p in live if p.uncertifiable} |
                          {e.uncertifiable for e in gang.expected if e.uncertifiable})

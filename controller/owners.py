@@ -1,4 +1,5 @@
-"""What the controller reads from owners: root annotations, and the gang of pods admission could not resolve.
+"""What the controller reads from owners: whether a root still exists, and the gang of pods admission could not
+resolve (the constraints on roots come from a watch: ``controller/roots.py``).
 
 Admission gates a pod with ``scheduling.kubenexus.io/unresolved`` when the owner lookup failed
 (timeout, 5xx); the gate controller asks again with the same decision code the webhook runs. A
@@ -8,7 +9,6 @@ written and then waits for its gang; any other pod is released at once.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -29,19 +29,6 @@ Obj = dict[str, Any]
 
 def _owner(pod: PodView) -> tuple[str, str, str]:
     return owner_parts(pod.owner)
-
-
-def root_annotations(source: ObjectSource, pod: PodView) -> Mapping[str, str]:
-    """The root's annotations (schedule timeout, best effort); empty when it cannot be read."""
-    api_version, kind, name = _owner(pod)
-    adapter = adapter_for(api_version, kind)
-    if adapter is None or not name:
-        return {}
-    try:
-        root = source.get(adapter.kind, api_version, pod.namespace, name, pod.gang[2] if pod.gang else None)
-    except LookupFailed:
-        return {}
-    return ((root or {}).get("metadata") or {}).get("annotations") or {}
 
 
 def root_exists(source: ObjectSource, pod: PodView) -> bool | None:

@@ -61,18 +61,16 @@ def path(namespace: str, name: str = "", status: bool = False) -> str:
 
 
 class PodGroupWriter:
-    """See the module docstring. ``roots(sample)`` reads the root's annotations (the schedule timeout), off the
-    loop; ``on_request(verb, outcome)`` counts every request (verbs: create, patch, patch_status)."""
+    """See the module docstring. ``on_request(verb, outcome)`` counts every request (verbs: create, patch,
+    patch_status)."""
 
     def __init__(self, api_client: Any, *, leading: Callable[[], bool],
-                 roots: Callable[[PodView], Mapping[str, str]] = lambda pod: {},
                  root_exists: Callable[[PodView], bool | None] = lambda pod: True,
                  interval: float = STATUS_INTERVAL_SECONDS, workers: int = 2, timeout: float = 10.0,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
                  on_request: Callable[[str, str], None] | None = None) -> None:
         self._client = api_client
         self._leading = leading
-        self._roots = roots
         self._root_exists = root_exists
         self.interval = interval
         self._timeout = timeout
@@ -344,7 +342,7 @@ class PodGroupWriter:
             patch.setdefault("metadata", {})["labels"] = labels
         if current_owners != owners:
             patch.setdefault("metadata", {})["ownerReferences"] = owners
-        spec_patch = merge_patch(obj.get("spec") or {}, spec_for(want, self._root(want)))
+        spec_patch = merge_patch(obj.get("spec") or {}, spec_for(want, self._root(want, obj)))
         if spec_patch:
             patch["spec"] = spec_patch
         if not patch:
@@ -380,14 +378,13 @@ class PodGroupWriter:
             return _RETRY_SECONDS
         return self._failed("writing the status of", target, code, body)
 
-    def _root(self, want: Desired) -> Mapping[str, str]:
-        if want.sample is None:
-            return {}
-        try:
-            return self._roots(want.sample)
-        except Exception:  # the timeout is left out of the spec, not the PodGroup
-            log.exception("reading the root of gang %s/%s", want.namespace, want.key[1])
-            return {}
+    @staticmethod
+    def _root(want: Desired, stored: Obj | None = None) -> Mapping[str, str]:
+        """What the gang's root asks, for the spec; while it cannot be read, the schedule timeout stored."""
+        if want.constraints is not None:
+            return want.constraints
+        timeout = ((stored or {}).get("spec") or {}).get("scheduleTimeoutSeconds")
+        return {keys.SCHEDULE_TIMEOUT_SECONDS: str(timeout)} if timeout is not None else {}
 
     def _request(self, verb: str, method: str, url: str, body: Any = None,
                  content_type: str | None = None) -> tuple[int, bytes]:

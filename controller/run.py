@@ -37,9 +37,10 @@ from controller.health import HealthServer
 from controller.integrity import StuckReason
 from controller.members import GangKey, PodView
 from controller.metrics import Metrics, new_metrics
-from controller.owners import Step, resolve, root_annotations, root_exists, root_reference
+from controller.owners import Step, resolve, root_exists, root_reference
 from controller.patcher import Patcher
 from controller.podgroups import PodGroupWriter
+from controller.root_watch import RootWatch
 from controller.state import ClusterState
 from controller.status import Tracker
 from gang.config import Config
@@ -90,10 +91,11 @@ class Controller:
         self._source = CachedSource(ApiSource(api_client, config.api_timeout_seconds),
                                     config.owner_cache_ttl_seconds, config.owner_cache_max_entries,
                                     config.owner_cache_max_bytes)
-        self.engine = Engine(self.state, config, lambda pod: root_annotations(self._source, pod))
+        self.engine = Engine(self.state, config)
         self._queue: queue.SimpleQueue[tuple[str, str, dict[str, Any]]] = queue.SimpleQueue()
         self._informers = [Informer(api_client, path, functools.partial(self._enqueue, what), decoder=decoder)
                            for what, path, decoder in WATCHED]
+        self._roots = RootWatch(api_client, self._queue.put, timeout=config.api_timeout_seconds * 5)
         # Only watch events update the state: they arrive in order, patch responses would race them.
         self.patcher = Patcher(api_client, lambda reason: self.metrics.patch_errors.labels(reason).inc())
         self.evictor = Evictor(api_client, lambda reason: self.metrics.repair_errors.labels(reason).inc())
@@ -102,7 +104,6 @@ class Controller:
         # Each gang's PodGroup: the loop hands desired states over (controller/status.py), a writer writes them.
         fresh = ApiSource(api_client, config.api_timeout_seconds)  # whether a root still exists: never a cached answer
         self.podgroups = PodGroupWriter(api_client, leading=lambda: self._leading.is_set(),
-                                        roots=lambda pod: root_annotations(self._source, pod),
                                         root_exists=lambda pod: root_exists(fresh, pod),
                                         on_request=lambda verb, outcome: self.metrics.podgroup_requests.labels(
                                             verb, outcome).inc())
@@ -167,6 +168,7 @@ class Controller:
             self._health.start()
         for informer in self._informers:
             self._spawn(informer.run, f"informer{informer.path.replace('/', '-')}")
+        self._spawn(self._roots.run, "root-discovery")
         self.podgroups.start()
         if self._elector is not None:
             self._spawn(self._elector.run, "leader-election")
@@ -196,6 +198,7 @@ class Controller:
             self._elector.stop()
         for informer in self._informers:
             informer.stop()
+        self._roots.stop()
         self.patcher.stop()
         self.evictor.stop()
         self.podgroups.stop()
@@ -216,7 +219,14 @@ class Controller:
     def _apply(self, what: str, kind: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
         now = self.clock()
-        if what == "eviction":  # a DELETE the apiserver refused: the pod is back in its gang's view
+        if what == "root":
+            if kind == "DELETED":
+                self.state.delete_root(obj["group"], obj["kind"], obj["object"])
+            else:
+                self.state.upsert_root(obj["group"], obj["kind"], obj["object"])
+        elif what == "root-watch":  # ``kind`` is the problem ("" once listed)
+            self.state.roots.watching(obj["group"], obj["version"], obj["kind"], kind)
+        elif what == "eviction":  # a DELETE the apiserver refused: the pod is back in its gang's view
             pod = self.state.pods.get(str(meta.get("uid")))
             if pod is not None:
                 self.state.mark_evicted([pod], evicted=False)

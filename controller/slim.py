@@ -149,9 +149,36 @@ class _NodeEvent(TypedDict, total=False):
     object: Node
 
 
+class _RootMeta(TypedDict, total=False):
+    name: str
+    namespace: str
+    uid: str
+    resourceVersion: str
+    annotations: dict[str, Any]  # controller/roots.py keeps those the contract reads
+
+
+class Root(TypedDict, total=False):
+    """A root object (a PyTorchJob, a JobSet, ...): its identity and annotations, nothing of its spec."""
+
+    apiVersion: str
+    kind: str
+    metadata: _RootMeta
+
+
+class _RootList(TypedDict, total=False):
+    metadata: _ListMeta
+    items: list[Root]
+
+
+class _RootEvent(TypedDict, total=False):
+    type: str
+    object: Root
+
+
 def _decoder(list_type: type, event_type: type) -> Decoder:
     return Decoder(msgspec.json.Decoder(list_type).decode, msgspec.json.Decoder(event_type).decode)
 
 
 PODS = _decoder(_PodList, _PodEvent)
 NODES = _decoder(_NodeList, _NodeEvent)
+ROOTS = _decoder(_RootList, _RootEvent)

@@ -21,6 +21,7 @@ from typing import Any
 from controller.capacity import add, subtract
 from controller.members import GangKey, NodeView, PodView, node_view, pod_view
 from controller.predicates import HostPort
+from controller.roots import Roots
 from gang.resources import Resources
 
 _ZERO = Decimal(0)
@@ -154,6 +155,22 @@ class ClusterState:
         self.freed = 0  # bumps when room may have grown anywhere: a decision "not yet" may have changed
         self.gang_versions: dict[GangKey, int] = {}  # the version at which a member of the gang last changed
         self.dirty: set[str] = set()  # nodes whose free capacity or ports changed; the engine takes them
+        self.roots = Roots()  # the gangs' root objects: their constraints
+        self._owned: dict[str, set[GangKey]] = {}  # root uid -> its gangs (a root's change concerns them)
+
+    # --- roots -------------------------------------------------------------------------------------
+
+    def upsert_root(self, group: str, kind: str, obj: Mapping[str, Any]) -> None:
+        self._root_changed(self.roots.upsert(group, kind, obj))
+
+    def delete_root(self, group: str, kind: str, obj: Mapping[str, Any]) -> None:
+        self._root_changed(self.roots.delete(group, kind, obj))
+
+    def _root_changed(self, uid: str | None) -> None:
+        """What a root asks of its gangs changed: they are decided again (their cached "not yet" is stale)."""
+        self.version += 1
+        for key in self._owned.get(uid or "", ()):
+            self.gang_versions[key] = self.version
 
     # --- nodes -----------------------------------------------------------------------------------
 
@@ -275,6 +292,8 @@ class ClusterState:
 
     def _remember(self, pod: PodView) -> None:
         if pod.gang is not None:
+            if pod.gang not in self.gangs:
+                self._owned.setdefault(pod.gang[2], set()).add(pod.gang)
             self.gangs.setdefault(pod.gang, set()).add(pod.uid)
             if pod.node and pod.live:
                 self._bound_live[pod.gang] += 1
@@ -308,6 +327,11 @@ class ClusterState:
                 members.discard(pod.uid)
                 if not members:
                     del self.gangs[pod.gang]
+                    owned = self._owned.get(pod.gang[2])
+                    if owned is not None:
+                        owned.discard(pod.gang)
+                        if not owned:
+                            del self._owned[pod.gang[2]]
                     self.gang_versions.pop(pod.gang, None)
                     self.whole.discard(pod.gang)
         self.unresolved.discard(pod.uid)

@@ -31,7 +31,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Container, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -41,6 +41,7 @@ from controller.capacity import PODS
 from controller.engine import Cause, Cycle, GangDecision, Verdict
 from controller.members import GangKey, PodView
 from controller.owners import root_reference
+from controller.roots import Unknown
 from controller.state import ClusterState
 from controller.topology import described
 from gang import keys
@@ -142,7 +143,7 @@ class Desired:
     key: GangKey
     name: str  # the PodGroup's name
     root: Root | None
-    sample: PodView | None  # a member, for the root's annotations (read off the loop)
+    sample: PodView | None  # a member
     phase: Phase
     min_member: int
     expected_members: int  # later-stage members announced (staged gangs), 0 otherwise
@@ -151,6 +152,8 @@ class Desired:
     started: float  # when the gang's oldest member was created: scheduleStartTime unless one is stored
     released_at: float  # candidate releasedAt (the pass that saw it released)
     leaving: bool = False  # every member is being deleted (its root was, most likely): no PodGroup to create
+    # What its root asks (``controller/roots.py``), for the spec's schedule timeout; None while it cannot be read.
+    constraints: Mapping[str, str] | None = None
 
     @property
     def namespace(self) -> str:
@@ -234,6 +237,8 @@ def waiting_for(decision: GangDecision, phase: Phase, counts: Counts, needed: in
             return "queued pods"
         if decision.cause == Cause.PINNING:
             return "pinning (mixed gang)"
+        if decision.cause in (Cause.ROOT, Cause.ROOT_UNSEEN):
+            return "its root's constraints"
         short = short_resources(decision.reason, requested)
         return "capacity: " + ", ".join(short) if short else "capacity"
     if phase is Phase.RELEASING:
@@ -272,8 +277,7 @@ def _condition(type_: str, status: bool | None, reason: str, message: str) -> Ob
 
 _NOT_RELEASED = {Phase.PENDING: "MembersMissing", Phase.WAITING: "Waiting", Phase.NEVER_FITS: "NeverFits",
                  Phase.NOT_CERTIFIABLE: "NotCertifiable"}
-_WAIT_REASON = {Cause.CAPACITY: "InsufficientCapacity", Cause.PINNING: "MixedGangUnpinned",
-                Cause.QUEUE: "PodsQueued"}
+
 
 
 def conditions(decision: GangDecision, phase: Phase, reason: str, shadow_nodes: int) -> list[Obj]:
@@ -297,6 +301,8 @@ def conditions(decision: GangDecision, phase: Phase, reason: str, shadow_nodes: 
         plan = _condition("Schedulable", True, "PodsQueued", reason)
     elif decision.cause == Cause.PINNING:
         plan = _condition("Schedulable", None, "MixedGangUnpinned", reason)
+    elif decision.cause in (Cause.ROOT, Cause.ROOT_UNSEEN):
+        plan = _condition("Schedulable", None, "ConstraintsUnknown", reason)
     else:
         plan = _condition("Schedulable", False, "InsufficientCapacity", reason)
     if shadow_nodes:
@@ -491,6 +497,9 @@ class Tracker:
             if not members:
                 continue
             want = desired(decision, members, Facts(key in state.whole, state.pending, state.evicted, replacing), now)
+            if want.sample is not None:
+                constraints = state.roots.constraints(want.sample)
+                want = replace(want, constraints=None if isinstance(constraints, Unknown) else constraints)
             self._phase(key, want.phase)
             changed.append(want)
         gone = [key for key in self._inputs if key not in seen]

@@ -24,6 +24,17 @@ ROOT_ANNOTATIONS = (GANG_SCHEDULING, MIN_AVAILABLE, GROUP_NAME, SCHEDULE_TIMEOUT
 TOPOLOGY_REQUIRED_ROLE_PREFIX = TOPOLOGY_REQUIRED + "."
 # JobSet's own annotation, honoured: each child Job in a domain of its own, no two child Jobs sharing one.
 JOBSET_EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+# Other projects' root annotations the contract honours, read like ours.
+HONOURED_ROOT_ANNOTATIONS = (JOBSET_EXCLUSIVE_TOPOLOGY,)
+
+
+def read_on_roots(key: str) -> bool:
+    """Whether the product reads this annotation on root objects: ours (``kubenexus.io/*``) and those it honours.
+
+    Every decoder that slims roots keeps annotations by this one rule (the webhook's owner reads,
+    ``gang/slim.py``; the gate controller's watch of roots and ``simulate``, ``controller/roots.py``), so that a
+    constraint cannot reach one path and be dropped on another."""
+    return key.startswith(PREFIX) or key in HONOURED_ROOT_ANNOTATIONS
 
 # Values of GANG_SCHEDULING on roots and of the namespace label of the same key.
 ROOT_OPT_IN = "true"

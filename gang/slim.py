@@ -9,7 +9,7 @@ the other keys left out.
 
 What is kept, per kind, is exactly what reads it: the owner walk (``gang/owners.py``: names, uids,
 ownerReferences), the opt-in rules (``gang/decide.py``: namespace labels, the root's
-``kubenexus.io/*`` annotations), the adapters (each one's ``spec_shape``, next to it in
+annotations the contract reads, ``keys.read_on_roots``), the adapters (each one's ``spec_shape``, next to it in
 ``workloads/<kind>/adapter.py``: the spec fields it reads and, through ``expected_from_template``,
 the pod template fields ``gang/resources.py`` counts; shared pieces in ``gang/shapes.py``), the
 PodGroup a pod without a supported root names (``gang/decide.py``: its labels, uid and ``spec.minMember``) and the
@@ -73,7 +73,7 @@ def decode(kind: Kind, body: bytes) -> Any:
         raise ValueError(str(exc)) from exc
     meta = obj.get("metadata") if slim else None
     if meta and "annotations" in meta:
-        ours = {k: v for k, v in meta["annotations"].items() if k.startswith(keys.PREFIX)}
+        ours = {k: v for k, v in meta["annotations"].items() if keys.read_on_roots(k)}
         if ours:
             meta["annotations"] = ours
         else:

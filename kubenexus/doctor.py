@@ -27,6 +27,7 @@ from certs.issue import load_bundle, signed_by
 from controller.run import LEASE_NAME
 from controller.status import podgroup_name
 from gang import keys
+from gang.adapters.table import ROOT_RESOURCES
 from gang.config import Config, ConfigError, config_from_text, config_or_exit
 from gang.objects import Obj
 from gang.validate import check_namespace_label
@@ -37,8 +38,10 @@ from kubenexus.output import add_output, dump
 Access = tuple[str, str, str, str, str]  # verb, API group, resource, namespace ("" everywhere), name ("" any)
 RENEWAL_GRACE = datetime.timedelta(hours=1)  # a renewal due for longer than this has failed
 CONTROLLER_EVENTS = ("GangWaiting", "GangInsufficientCapacity", "GangNeverFits", "GangNotCertifiable",
-                     "GangTimeout", "GangReleased", "GangRunning", "GangSucceeded", "GangFailed")
-STUCK_EVENTS = ("GangNeverFits", "GangNotCertifiable")  # waiting will not help: the gang itself must change
+                     "GangConstraintsUnknown", "GangTimeout", "GangReleased", "GangRunning", "GangSucceeded",
+                     "GangFailed")
+# Waiting alone will not help: the gang itself must change, or the controller must be able to read its root.
+STUCK_EVENTS = ("GangNeverFits", "GangNotCertifiable", "GangConstraintsUnknown")
 FIRST_EVENT_WITHIN = datetime.timedelta(minutes=1)  # a new gang the controller has not reported on yet
 RELEASE_WITHIN = datetime.timedelta(seconds=15)  # a release's PATCHes take milliseconds; retries back off to 5 s
 CONFIG_MAP, CONFIG_KEY = "kubenexus-config", "config.yaml"  # deploy/base: mounted by both components
@@ -65,6 +68,7 @@ def required_access(config: Config) -> dict[str, list[Access]]:
     controller += [(verb, keys.PODGROUP_GROUP, keys.PODGROUP_PLURAL, "", "") for verb in ("list", "watch", "create",
                                                                                          "patch")]
     controller += [("patch", keys.PODGROUP_GROUP, f"{keys.PODGROUP_PLURAL}/status", "", "")]
+    controller += [(verb, root.group, root.plural, "", "") for root in ROOT_RESOURCES for verb in ("list", "watch")]
     return {"kubenexus-webhook": webhook, "kubenexus-controller": controller}
 
 

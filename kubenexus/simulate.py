@@ -23,11 +23,13 @@ import jsonpatch
 import yaml
 
 from controller.engine import Cycle, Engine, Verdict
-from controller.owners import Step, resolve, root_annotations
+from controller.owners import Step, resolve
+from controller.roots import snapshot
 from controller.state import ClusterState
 from controller.status import Desired, Tracker, new_podgroup, podgroup_name, status_for
 from controller.topology import described
 from gang import keys
+from gang.adapters.table import adapter_for
 from gang.config import Config, config_or_exit
 from gang.kinds import POD_GROUP
 from gang.objects import MemorySource, Obj
@@ -106,7 +108,6 @@ def submit(objects: list[Obj], config: Config, now: float) -> tuple[list[Obj], l
     ``/mutate`` and ``explain``) and join the snapshot as admission leaves them, created ``now``. Returns the
     snapshot with them, and for each job what admission did with each pod (``pods`` None: its kind's pods are not
     modelled, the snapshot must hold them)."""
-    from gang.adapters.table import adapter_for
     from kubenexus.explain import admit
 
     owners = {ref.get("uid") for obj in objects for ref in (obj.get("metadata") or {}).get("ownerReferences") or []
@@ -157,6 +158,7 @@ def simulate_podgroups(objects: list[Obj], config: Config, now: float) -> tuple[
     object get none: nothing would own it)."""
     state = ClusterState(config.replacement_grace_seconds)
     roots = MemorySource([o for o in objects if o.get("kind") not in ("Node", "Pod")])
+    state.roots = snapshot(objects)  # everything there is, read as the controller's watch reads roots
     ungated: list[Obj] = []
     for obj in objects:
         if obj.get("kind") == "Node":
@@ -176,7 +178,7 @@ def simulate_podgroups(objects: list[Obj], config: Config, now: float) -> tuple[
                 ungated.append({"namespace": view.namespace, "name": view.name, "reason": resolution.reason})
             elif resolution.action is Step.JOIN:
                 state.upsert_pod(jsonpatch.apply_patch(pod, resolution.patch), now)
-    engine = Engine(state, config, lambda pod: root_annotations(roots, pod))
+    engine = Engine(state, config)
     cycle = engine.cycle(now)
     changed, _ = Tracker().update(cycle, state, now)
     return cycle, ungated, [_podgroup(want, roots, now) for want in changed]
@@ -185,8 +187,7 @@ def simulate_podgroups(objects: list[Obj], config: Config, now: float) -> tuple[
 def _podgroup(want: Desired, roots: MemorySource, now: float) -> Obj:
     """The PodGroup the controller keeps for the gang: created (with the spec it manages), or the user's that names
     the gang, with the status written after this pass; one without an owner for a gang with no root object."""
-    annotations = root_annotations(roots, want.sample) if want.sample is not None else {}
-    obj = new_podgroup(want, annotations)
+    obj = new_podgroup(want, want.constraints or {})
     user = roots.get(POD_GROUP, keys.PODGROUP_API_VERSION, want.namespace, want.name) \
         if want.root is not None and want.root.explicit else None
     if user is not None:

@@ -14,7 +14,8 @@ from controller.release import release_patch
 from controller.state import ClusterState
 from gang import keys
 from gang.config import Config
-from tests.support.state_objects import node, pod
+from tests.support.contract import OWNER
+from tests.support.state_objects import node, pod, root, watch_roots
 
 pytestmark = pytest.mark.unit
 
@@ -28,13 +29,17 @@ def test_members_the_plan_could_not_check_are_released_unpinned_the_rest_pinned(
         state.upsert_node(node(name))
     spread, plain = pod("ps-0", "2", gated=True), pod("worker-0", "2", gated=True)
     spread["spec"]["topologySpreadConstraints"] = SPREAD
+    watch_roots(state, root("kubeflow.org/v1", "TFJob", "job", "root-1"))
     for obj in (spread, plain):
+        obj["metadata"]["annotations"][OWNER] = "kubeflow.org/v1/TFJob/job"
         state.upsert_pod(obj)
 
-    held = Engine(state, Config()).cycle(1e10)
+    engine = Engine(state, Config())
+    held = engine.cycle(1e10)
     assert [d.decision for d in held.gangs] == ["not-certifiable"] and not held.releases
 
-    engine = Engine(state, Config(), lambda view: {keys.BEST_EFFORT: "true"})
+    state.upsert_root("kubeflow.org", "TFJob", root("kubeflow.org/v1", "TFJob", "job", "root-1",
+                                                    {keys.BEST_EFFORT: "true"}))  # the user's edit, as watched
     cycle = engine.cycle(1e10)
     (decision,) = cycle.gangs
     assert decision.decision == Verdict.RELEASE and "released unpinned" in decision.reason

@@ -9,7 +9,7 @@ import jsonpatch
 import pytest
 
 from controller.members import pod_view
-from controller.owners import resolve, root_annotations, root_reference
+from controller.owners import resolve, root_reference
 from gang.config import Config
 from gang.objects import LookupFailed, MemorySource
 from tests.support.contract import GATE, GROUP, MIN, OWNER, OWNER_UID, UNRESOLVED
@@ -65,15 +65,11 @@ def test_an_api_that_still_fails_means_try_again_later():
     assert resolution.action == "retry" and "503" in resolution.reason and resolution.patch == []
 
 
-def test_root_annotations_and_reference_come_from_the_owner_annotation():
-    job = training_job("PyTorchJob", "ml", "bert", {"Master": 1},
-                       annotations={**OPT_IN, "kubenexus.io/schedule-timeout-seconds": "60"})
+def test_the_root_reference_comes_from_the_owner_annotation():
+    job = training_job("PyTorchJob", "ml", "bert", {"Master": 1}, annotations=OPT_IN)
     member = training_pod(job, "Master", 0)
     member["metadata"].update(uid="m", labels={**member["metadata"]["labels"], GROUP: "bert", MIN: "1"},
                               annotations={OWNER: owner_string(job), OWNER_UID: job["metadata"]["uid"]})
     view = pod_view(member)
-    assert root_annotations(MemorySource([job]), view)["kubenexus.io/schedule-timeout-seconds"] == "60"
-    assert root_annotations(FailingSource(), view) == {}
-    assert root_annotations(MemorySource([]), view) == {}
     assert root_reference(view) == {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "bert",
                                     "namespace": "ml", "uid": job["metadata"]["uid"]}

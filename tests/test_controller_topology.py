@@ -43,7 +43,7 @@ from gang.validate import check_root
 from kubenexus.explain import explain
 from kubenexus.simulate import _text, report, simulate_podgroups
 from tests.support.contract import EXPECTED, GROUP, MIN, OWNER_UID
-from tests.support.state_objects import node, pod
+from tests.support.state_objects import node, pod, root, watch_roots
 
 pytestmark = pytest.mark.unit
 
@@ -394,7 +394,7 @@ def member(name: str, cpu: str, group: str, size: int, minute: int = 0, **kw: An
     obj = pod(name, cpu, **kw)
     meta = obj["metadata"]
     meta["labels"] = {GROUP: group, MIN: str(size)}
-    meta["annotations"] = {OWNER_UID: f"root-{group}"}
+    meta["annotations"] = {OWNER_UID: f"root-{group}", keys.OWNER_ANNOTATION: f"kubeflow.org/v1/PyTorchJob/{group}"}
     meta["creationTimestamp"] = (T0 + datetime.timedelta(minutes=minute)).isoformat().replace("+00:00", "Z")
     return obj
 
@@ -405,8 +405,12 @@ def cluster(racks: Mapping[str, Sequence[str]], roots: Mapping[str, Mapping[str,
     for rack, names in racks.items():
         for name in names:
             state.upsert_node(rack_node(name, rack))
-    engine = Engine(state, config or Config(), lambda p: roots.get(p.gang[1] if p.gang else "", {}))
-    return state, engine
+    # each gang's root, of every kind the members here name (a PyTorchJob, a JobSet, a SparkApplication)
+    watch_roots(state, *(root(api_version, kind, group, f"root-{group}", dict(annotations))
+                         for group, annotations in roots.items()
+                         for api_version, kind in (("kubeflow.org/v1", "PyTorchJob"), ("jobset.x-k8s.io/v1alpha2",
+                                                   "JobSet"), ("sparkoperator.k8s.io/v1beta2", "SparkApplication"))))
+    return state, Engine(state, config or Config())
 
 
 def passes(engine: Engine, now: float = NOW) -> dict[str, GangDecision]:

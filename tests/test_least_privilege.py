@@ -213,10 +213,11 @@ def create_roots(kube: Kube, ns: str) -> dict[str, Obj]:
                "metadata": {"name": "nightly-1", "ownerReferences": [owner_reference(schedule)]},
                "spec": copy.deepcopy(template)}
     kube.create(ns, run_app)
-    # A Job of a CronJob (the emulator serves no CronJobs: the walk's GET of the CronJob is answered 404).
+    # A Job of a CronJob (no CronJob controller runs here: the Job is created as it would create it).
+    cron = kube.create(ns, {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "nightly-etl"},
+                            "spec": {"schedule": "@daily", "jobTemplate": {"spec": batch_job("x", {})["spec"]}}})
     cron_job = batch_job("nightly-etl-28000000", {}, parallelism=1, completions=1)
-    cron_job["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly-etl",
-                                                "uid": str(uuid.uuid4()), "controller": True}]
+    cron_job["metadata"]["ownerReferences"] = [owner_reference(cron)]
     roots["CronJob-Job"] = kube.create(ns, cron_job)
     return roots
 
@@ -300,7 +301,7 @@ def scenario(cluster: LocalCluster, kube: Kube, workdir: Path, tls: Any, result:
                        for p in kube.pods(ns)]
         return {a.split("/")[-2] for a in annotations if a}
 
-    expected = set(roots) - {"CronJob-Job"}  # its walk ends at a CronJob the emulator does not serve: no gang
+    expected = set(roots) - {"CronJob-Job"}  # its root, the CronJob, is not opted in: no gang
     checks["gang roots"] = wait_for(lambda: (lambda seen: seen if expected <= seen else None)(gang_roots()),
                                     TIMEOUT, lambda: f"gangs of every root kind {sorted(expected)}, "
                                                      f"saw {sorted(gang_roots())}")
@@ -327,16 +328,21 @@ def scenario(cluster: LocalCluster, kube: Kube, workdir: Path, tls: Any, result:
         lambda: (lambda spec: spec.get("minMember") if "scheduleTimeoutSeconds" not in spec else None)(
             (resnet_group() or {}).get("spec", {})), TIMEOUT, lambda: f"the PodGroup's spec restored: {resnet_group()}")
 
-    # --- pods admission left unresolved: the controller decides again ---
-    for source, name in ((workers[0], "vllm-unresolved"), (cron_pods[0], "cron-unresolved")):
+    # --- pods admission left unresolved: the controller decides again, reading every root kind as admission does
+    # (its constraints it reads from its watch of roots, never by GET) ---
+    owners = {p["metadata"]["name"]: (p["metadata"].get("annotations") or {}).get("scheduling.kubenexus.io/owner")
+              for p in kube.pods(ns)}
+    members = {owner.split("/")[-2]: p for p in kube.pods(ns) if (owner := owners[p["metadata"]["name"]])}
+    copies = [(workers[0], "vllm-unresolved"), (cron_pods[0], "cron-unresolved"),
+              *((pod, f"{kind.lower()}-unresolved") for kind, pod in members.items())]
+    for source, name in copies:
         cluster.store.create(pods_resource(cluster), unresolved_copy(source, name), ns)
 
     def resolved() -> bool:
         pods = {p["metadata"]["name"]: p for p in kube.pods(ns)}
-        return all(UNRESOLVED not in (pods[n]["metadata"].get("annotations") or {})
-                   for n in ("vllm-unresolved", "cron-unresolved"))
+        return all(UNRESOLVED not in (pods[n]["metadata"].get("annotations") or {}) for _, n in copies)
 
-    wait_for(resolved, TIMEOUT, "both unresolved pods resolved by the controller")
+    wait_for(resolved, TIMEOUT, "every unresolved pod resolved by the controller")
     joined = next(p for p in kube.pods(ns) if p["metadata"]["name"] == "vllm-unresolved")
     checks["resolved"] = (joined["metadata"]["labels"].get(GROUP), bool(joined["spec"].get("schedulingGates")))
 

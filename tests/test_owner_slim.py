@@ -1,7 +1,8 @@
 """The owner cache keeps only what decisions read: every operator scenario decides the same on full owners
 (as the apiserver returns them, with managedFields, status, last-applied-configuration and whole pod
 templates) and on owners decoded slim (gang/slim.py), in the webhook (``decide``) and in the controller
-(``resolve``, ``root_annotations``)."""
+(``resolve``); and the controller's watch of roots (controller/slim.py, controller/roots.py) keeps every annotation
+the contract reads on roots, as the webhook's owner reads do."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from controller import slim as controller_slim
 from controller.members import pod_view
-from controller.owners import resolve, root_annotations
+from controller.owners import resolve
+from controller.roots import snapshot
 from gang import keys, slim
 from gang.adapters.table import ADAPTERS, adapter_for
 from gang.config import Config
@@ -43,9 +46,11 @@ def slimmed(obj: Obj) -> Obj:
     return slim.decode(kind_of(obj), json.dumps(obj).encode())
 
 
-CASES = [(name, ann, label) for name in SCENARIOS
-         for ann in ({OPT_IN: "true", keys.SCHEDULE_TIMEOUT_SECONDS: "600", keys.BEST_EFFORT: "true"}, {})
-         for label in (None, "enabled", "disabled")]
+# Every annotation the contract reads on roots (keys.read_on_roots), ours and JobSet's, and one it does not.
+ALL_READ = {OPT_IN: "true", keys.SCHEDULE_TIMEOUT_SECONDS: "600", keys.BEST_EFFORT: "true",
+            keys.TOPOLOGY_PREFERRED: "example.com/rack", f"{keys.TOPOLOGY_REQUIRED_ROLE_PREFIX}worker": "example.com/zone",
+            keys.JOBSET_EXCLUSIVE_TOPOLOGY: "example.com/rack", "example.com/not-ours": "x"}
+CASES = [(name, ann, label) for name in SCENARIOS for ann in (ALL_READ, {}) for label in (None, "enabled", "disabled")]
 
 
 @pytest.mark.parametrize("name, ann, label", CASES)
@@ -63,13 +68,17 @@ def test_decisions_on_full_and_slim_owners_are_the_same(name: str, ann: Obj, lab
         assert decide(scenario.pod, NS, thin_source, config) == decision
         if decision.action is not Action.GANG:
             continue
-        # The controller: the root's annotations it reads, and a pod admission left unresolved.
+        # The controller: the root's constraints from its watch, and a pod admission left unresolved.
         admitted = desired_pod(scenario.pod, decision, config)
         admitted["metadata"].setdefault("namespace", NS)
         view = pod_view(admitted)
-        read = {k: root_annotations(full_source, view).get(k) for k in keys.ROOT_ANNOTATIONS}
-        assert read == {k: root_annotations(thin_source, view).get(k) for k in keys.ROOT_ANNOTATIONS}
-        assert read[keys.SCHEDULE_TIMEOUT_SECONDS] == ann.get(keys.SCHEDULE_TIMEOUT_SECONDS)
+        root = next(o for o in full if adapter_for(o["apiVersion"], o["kind"]) is not None)
+        listed = controller_slim.ROOTS.page(json.dumps({"metadata": {}, "items": [root]}).encode())["items"]
+        read = dict(snapshot(listed).constraints(view))  # type: ignore[arg-type]
+        assert read == {k: v for k, v in root["metadata"]["annotations"].items() if keys.read_on_roots(k)}
+        assert read.items() >= {k: v for k, v in ann.items() if k != "example.com/not-ours"}.items()
+        assert dict(snapshot(full).constraints(view)) == read  # type: ignore[arg-type]
+        assert {k: v for k, v in slimmed(root)["metadata"].get("annotations", {}).items()} == read
         unresolved_pod = {**copy.deepcopy(scenario.pod), "metadata": {
             **copy.deepcopy(scenario.pod["metadata"]), "namespace": NS, "uid": "pod-uid"}}
         assert resolve(unresolved_pod, thin_source, config) == resolve(unresolved_pod, full_source, config)

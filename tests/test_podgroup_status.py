@@ -31,7 +31,7 @@ from controller.status import (
 from gang.config import Config
 from tests.support.contract import EXPECTED, GATE, GROUP, MIN, OWNER, OWNER_UID, PLANNED_NODE
 from tests.support.podgroups import crd
-from tests.support.state_objects import node
+from tests.support.state_objects import node, root, watch_roots
 
 pytestmark = pytest.mark.unit
 
@@ -74,6 +74,7 @@ def busy(name: str, node_name: str, cpu: str = "2") -> dict[str, Any]:
 
 def world(*pods: dict[str, Any], nodes: int = 2, cpu: str = "4", **config: Any) -> tuple[ClusterState, Engine]:
     state = ClusterState(config.pop("replacement_grace_seconds", 120.0))
+    watch_roots(state, root("kubeflow.org/v1", "PyTorchJob", "job", "root-uid"))
     for i in range(nodes):
         state.upsert_node(node(f"n{i}", cpu=cpu))
     for obj in pods:

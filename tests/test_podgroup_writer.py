@@ -21,7 +21,7 @@ from controller.state import ClusterState
 from controller.status import Desired, Tracker
 from gang.config import Config
 from tests.support.contract import GATE, GROUP, MIN, OWNER, OWNER_UID, PLANNED_NODE
-from tests.support.state_objects import node
+from tests.support.state_objects import node, root, watch_roots
 
 pytestmark = pytest.mark.unit
 
@@ -145,6 +145,7 @@ class World:
         self.writer.informer.synced.set()  # the list found what ``api`` holds (nothing, or what a test put there)
         self.api.watch = self.writer.observe
         self.state = ClusterState()
+        watch_roots(self.state, root("kubeflow.org/v1", "PyTorchJob", "job", "root-1"))
         for name in ("n0", "n1"):
             self.state.upsert_node(node(name, cpu="4"))
         self.engine, self.tracker = Engine(self.state, Config()), Tracker()

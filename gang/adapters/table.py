@@ -10,7 +10,8 @@ import importlib
 
 from gang.adapters.base import WorkloadAdapter
 from gang.kinds import split_api_version
-from workloads import KINDS
+from workloads import KINDS, records
+from workloads.record import Resource
 
 ADAPTERS: tuple[WorkloadAdapter, ...] = tuple(
     adapter for name in KINDS for adapter in importlib.import_module(f"workloads.{name}.adapter").ADAPTERS)
@@ -25,3 +26,7 @@ def adapter_for(api_version: str, kind: str) -> WorkloadAdapter | None:
     """The adapter for a root kind; versioned entries (MPIJob v1 vs v2beta1) win."""
     group, version = split_api_version(api_version)
     return _BY_KIND.get((group, kind, version)) or _BY_KIND.get((group, kind, None))
+
+#: Every root resource of the registered kinds (group, the version the records name, kind, plural): the gate
+#: controller watches them for the constraints on roots (``controller/root_watch.py``).
+ROOT_RESOURCES: tuple[Resource, ...] = tuple(root for record in records().values() for root in record.roots)

@@ -44,7 +44,9 @@ class Kube:
 
     def create(self, ns: str, obj: Obj) -> Obj:
         if obj["apiVersion"] == "batch/v1":
-            return self.api_client.sanitize_for_serialization(self.batch.create_namespaced_job(ns, obj))
+            create = self.batch.create_namespaced_cron_job if obj["kind"] == "CronJob" else \
+                self.batch.create_namespaced_job
+            return self.api_client.sanitize_for_serialization(create(ns, obj))
         group, version = obj["apiVersion"].split("/")
         if obj["kind"] in CLUSTER_SCOPED:
             return self.custom.create_cluster_custom_object(group, version, obj["kind"].lower() + "s", obj)

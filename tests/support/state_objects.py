@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from controller.state import ClusterState
+from gang.adapters.table import ROOT_RESOURCES
 from tests.support.contract import GATE, GROUP, MIN, OWNER_UID, PLANNED_NODE
 
 
@@ -33,3 +35,18 @@ def pod(name: str, cpu: str, *, node_name: str = "", gated: bool = False, phase:
     if gated:
         spec["schedulingGates"] = [{"name": GATE}]
     return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
+
+
+def root(api_version: str, kind: str, name: str, uid: str, annotations: dict[str, str] | None = None,
+         namespace: str = "ml") -> dict[str, Any]:
+    """A root object (PyTorchJob, JobSet, ...) as the controller's watch of roots delivers it."""
+    return {"apiVersion": api_version, "kind": kind,
+            "metadata": {"name": name, "namespace": namespace, "uid": uid, "annotations": dict(annotations or {})}}
+
+
+def watch_roots(state: ClusterState, *roots: dict[str, Any]) -> None:
+    """Every root resource listed by the controller's watch, and these roots in it."""
+    for resource in ROOT_RESOURCES:
+        state.roots.watching(resource.group, resource.version, resource.kind, "")
+    for obj in roots:
+        state.upsert_root(obj["apiVersion"].rpartition("/")[0], obj["kind"], obj)
