@@ -30,18 +30,22 @@ from cluster.store import ApiError
 
 @dataclass(frozen=True)
 class Latency:
-    """A delay of ``low``..``high`` seconds (uniform) for requests of ``users`` and ``verbs`` (None: all), the verb
-    as the authorizer names it (get, list, watch, create, update, patch, delete, ...)."""
+    """A delay of ``low``..``high`` seconds (uniform) for requests of ``users``, ``verbs`` and ``resources`` (None:
+    all), the verb and resource as the authorizer names them (get, list, watch, create, ...; pods, jobs, ...)."""
 
     low: float
     high: float
     users: frozenset[str] | None = None
     verbs: frozenset[str] | None = None
+    resources: frozenset[str] | None = None
 
     def delay(self, user: User, method: str, path: str) -> float:
         if self.users is not None and user.username not in self.users:
             return 0.0
-        if self.verbs is not None and request_info(method, path).verb not in self.verbs:
+        info = request_info(method, path) if self.verbs is not None or self.resources is not None else None
+        if info is not None and self.verbs is not None and info.verb not in self.verbs:
+            return 0.0
+        if info is not None and self.resources is not None and info.resource not in self.resources:
             return 0.0
         return random.uniform(self.low, self.high)
 

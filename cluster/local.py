@@ -179,10 +179,10 @@ class LocalCluster:
         self._kubelet().set_runtime_ready(self._node_name(node), ready)
 
     def slow_down(self, seconds: float | tuple[float, float] | None, users: tuple[str, ...] | None = None,
-                  verbs: tuple[str, ...] | None = None) -> None:
+                  verbs: tuple[str, ...] | None = None, resources: tuple[str, ...] | None = None) -> None:
         """Delay every request served over HTTP by ``seconds`` (or uniformly within (low, high)), optionally only
-        those of ``users`` (usernames) or ``verbs``; ``None`` clears it. Takes effect for the next request, in
-        that request's thread only."""
+        those of ``users`` (usernames), ``verbs`` or ``resources`` (plurals); ``None`` clears it. Takes effect for
+        the next request, in that request's thread only."""
         if seconds is None:
             self.http.latency = None
             return
@@ -190,7 +190,8 @@ class LocalCluster:
         if not 0 <= low <= high:
             raise ValueError(f"expected 0 <= low <= high seconds, got {seconds!r}")
         self.http.latency = Latency(low, high, frozenset(users) if users is not None else None,
-                                    frozenset(verbs) if verbs is not None else None)
+                                    frozenset(verbs) if verbs is not None else None,
+                                    frozenset(resources) if resources is not None else None)
 
     def start(self) -> LocalCluster:
         """Serve the API, with the garbage collector running (a control plane never lacks it)."""

@@ -239,7 +239,8 @@ class Announcer:
         """When a channel that asked for nothing now may ask for something with the same input: the end of its
         interval (a change waiting for it), then its heartbeat (waiting phases)."""
         due = math.inf
-        for told, beats in ((gang.phase, gang.phase is not None and gang.phase.state.partition(":")[0] in _WAITS), (gang.release, False)):
+        waits = gang.phase is not None and gang.phase.state.partition(":")[0] in _WAITS
+        for told, beats in ((gang.phase, waits), (gang.release, False)):
             if told is not None:
                 if told.at + self.interval > at:
                     due = min(due, told.at + self.interval)

@@ -54,7 +54,6 @@ from gang import keys
 from gang.config import Config
 from gang.resources import Resources
 
-
 # A new job's pods and its root arrive by two watches: a root not delivered yet for this long is no lag any more.
 ROOT_LAG_SECONDS = 10.0
 

@@ -347,8 +347,11 @@ def never_fits_request(members: Sequence[Member], allocatable: Sequence[NodeFree
             count = sum(1 for u in units if u.topology == topology)
             domains = domains_of(allocatable, labeller(topology.key))
             if count > len(domains):
+                names = sorted(domains)
+                shown = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
                 return (f"{count} child Jobs each need a {topology.key} domain of their own "
-                        f"({keys.JOBSET_EXCLUSIVE_TOPOLOGY}), and there are {len(domains)}")
+                        f"({keys.JOBSET_EXCLUSIVE_TOPOLOGY}), and there are {len(domains)}" +
+                        (f": {shown}" if names else ""))
     for unit in units:
         reason = never_fits_in_domains(unit.members, allocatable, labeller(unit.topology.key), unit.topology)
         if reason is not None:

@@ -1,5 +1,5 @@
-"""``LocalCluster.slow_down``: requests served over HTTP answered late, for chosen users or verbs, set and cleared at
-run time, each delayed in its own connection's thread so that other requests are served meanwhile."""
+"""``LocalCluster.slow_down``: requests served over HTTP answered late, for chosen users, verbs or resources, set and
+cleared at run time, each delayed in its own connection's thread so that other requests are served meanwhile."""
 
 from __future__ import annotations
 
@@ -78,6 +78,13 @@ def test_only_chosen_verbs_are_delayed(cluster: LocalCluster, clients: Callable[
     cluster.slow_down(DELAY[0], verbs=("list",))
     assert timed(lambda: admin.list_namespace()) >= DELAY[0]
     assert timed(lambda: admin.read_namespace("default")) < FAST
+
+
+def test_only_chosen_resources_are_delayed(cluster: LocalCluster, clients: Callable[[str], client.CoreV1Api]) -> None:
+    admin = clients("admin")
+    cluster.slow_down(DELAY[0], verbs=("list",), resources=("namespaces",))
+    assert timed(lambda: admin.list_namespace()) >= DELAY[0]
+    assert timed(lambda: admin.list_node()) < FAST
 
 
 def test_a_delay_range_must_be_ordered(cluster: LocalCluster) -> None:

@@ -48,7 +48,8 @@ def slimmed(obj: Obj) -> Obj:
 
 # Every annotation the contract reads on roots (keys.read_on_roots), ours and JobSet's, and one it does not.
 ALL_READ = {OPT_IN: "true", keys.SCHEDULE_TIMEOUT_SECONDS: "600", keys.BEST_EFFORT: "true",
-            keys.TOPOLOGY_PREFERRED: "example.com/rack", f"{keys.TOPOLOGY_REQUIRED_ROLE_PREFIX}worker": "example.com/zone",
+            keys.TOPOLOGY_PREFERRED: "example.com/rack",
+            f"{keys.TOPOLOGY_REQUIRED_ROLE_PREFIX}worker": "example.com/zone",
             keys.JOBSET_EXCLUSIVE_TOPOLOGY: "example.com/rack", "example.com/not-ours": "x"}
 CASES = [(name, ann, label) for name in SCENARIOS for ann in (ALL_READ, {}) for label in (None, "enabled", "disabled")]
 

@@ -54,8 +54,9 @@ class Workload:
     """One operator kind.
 
     ``roots``: the root resources its adapters serve; the webhook and the controller read them with
-    ``webhook_verbs`` / ``controller_verbs`` (``deploy/base/rbac.yaml``; the controller also watches them), and with ``validated`` the validating
-    webhook checks their ``kubenexus.io/*`` annotations (``deploy/base/webhookconfigurations.yaml``).
+    ``webhook_verbs`` / ``controller_verbs`` (``deploy/base/rbac.yaml``; the controller also watches them), and
+    with ``validated`` the validating webhook checks their ``kubenexus.io/*`` annotations
+    (``deploy/base/webhookconfigurations.yaml``).
     ``companions``: other custom resources the operator reads, served by the emulator, never roots (the
     trainer's runtimes).
     """
