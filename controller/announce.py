@@ -7,7 +7,8 @@ missing), ``Waiting`` (complete, no plan now), ``Releasing`` (released, not yet 
 
 - the phase: an Event of the phase's reason (``PHASE_EVENTS``; ``Releasing`` is told by the release channel);
 - the release: ``GangReleased``, counting every member released since the gang was released (the first stage, then
-  its expected members and replacements, pass after pass), over the nodes of its plans;
+  its expected members and replacements, pass after pass), over the nodes of its plans; a release the interval held
+  back is told before the phase Event that follows it (``GangRunning`` never precedes the release it came from);
 - the schedule timeout: ``GangTimeout``, once per wait.
 
 ``decide`` is the policy, pure: from what a channel last told and what this pass says, a new Event, the same Event
@@ -265,28 +266,31 @@ class Announcer:
             note = (f"gang {decision.name} has waited {decision.waited:.0f}s, longer than its schedule timeout; "
                     f"still gated: {decision.reason}")
             tells.append(Tell("timeout", "GangTimeout", "Warning", HOLD, Telling("timeout", note), Write.NEW, True))
+        told = None  # the phase's Event, if this pass tells one
+        if phase is not None and decision.cause != Cause.ROOT_UNSEEN:  # (its root may be a watch event away)
+            unknown = phase is Phase.WAITING and decision.cause == Cause.ROOT
+            state = f"{phase}:{Cause.ROOT}" if unknown else str(phase)
+            telling = Telling(state, _phase_note(phase, decision, counts), decision.short)
+            write = decide(gang.phase, telling, at, self.interval, self.heartbeat if phase in _WAITS else math.inf)
+            transition = gang.phase is None or gang.phase.state != state
+            if write != Write.NOTHING and phase in PHASE_EVENTS:
+                reason, type_, action, members = CONSTRAINTS_UNKNOWN if unknown else PHASE_EVENTS[phase]
+                # members hear of transitions; the root alone of every later change and heartbeat
+                told = Tell("phase", reason, type_, action, telling, write, members and transition)
+            elif write != Write.NOTHING:  # Releasing: told by the release channel; the phase is noted all the same
+                gang.phase = Told.of(telling, at)
         if gang.released:
             nodes = len(gang.nodes)
             note = (f"released {gang.released} member{'' if gang.released == 1 else 's'} of gang {decision.name} on "
                     f"a plan over {nodes} node{'' if nodes == 1 else 's'}: {gang.release_reason}")
             telling = Telling("released", note, max(decision.size - gang.released, 0), fixed="released")
             write = decide(gang.release, telling, at, self.interval, math.inf)
+            if write == Write.NOTHING and told is not None and gang.release is not None and \
+                    gang.release.note != note:  # a release held back by the interval is told before what followed it
+                write = Write.NEW
             if write != Write.NOTHING:
                 tells.append(Tell("release", "GangReleased", "Normal", RELEASE, telling, write, False))
-        if phase is None or decision.cause == Cause.ROOT_UNSEEN:  # its root may be a watch event away: not told yet
-            return tells
-        unknown = phase is Phase.WAITING and decision.cause == Cause.ROOT
-        state = f"{phase}:{Cause.ROOT}" if unknown else str(phase)
-        telling = Telling(state, _phase_note(phase, decision, counts), decision.short)
-        write = decide(gang.phase, telling, at, self.interval, self.heartbeat if phase in _WAITS else math.inf)
-        if write != Write.NOTHING and phase in PHASE_EVENTS:
-            reason, type_, action, members = CONSTRAINTS_UNKNOWN if unknown else PHASE_EVENTS[phase]
-            # members hear of transitions; the root alone of every later change and heartbeat
-            tells.append(Tell("phase", reason, type_, action, telling, write, members and (
-                gang.phase is None or gang.phase.state != state)))
-        elif write != Write.NOTHING:  # Releasing: told by the release channel; the phase is noted all the same
-            gang.phase = Told.of(telling, at)
-        return tells
+        return tells + ([told] if told is not None else [])
 
     def told(self, key: GangKey, tell: Tell, at: float) -> None:
         gang = self.gangs.setdefault(key, GangTold())

@@ -8,6 +8,7 @@ phases each one was written with, in order. Expectations come from the scenario:
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -143,6 +144,37 @@ def test_spark_staged_gang_releasing_then_running(kube: Kube, ns: str,
     assert status["scheduleStartTime"] and status["releasedAt"] and status["waitingFor"] == ""
     assert condition(group, "Released")["status"] == "True"
     assert condition(group, "Schedulable")["status"] == "True"
+
+
+def described_events(kubectl: Kubectl, ns: str, kind: str, name: str) -> list[tuple[str, str]]:
+    """(reason, message) of the Events ``kubectl describe`` lists under an object, in its order."""
+    text = kubectl("describe", kind, name, "-n", ns).stdout
+    lines = text[text.index("\nEvents:"):].splitlines()[4:]  # after the header and its underline
+    return [(parts[1], parts[4]) for line in lines if len(parts := re.split(r"\s{2,}", line.strip(), maxsplit=4)) == 5]
+
+
+def test_a_release_is_listed_before_the_running_it_led_to(
+        cluster: LocalCluster, kube: Kube, ns: str, controllers: Callable[..., Controller], tmp_path: Any) -> None:
+    """The driver is released, then its executors into the room held for them, and they run within seconds: the
+    Event counting the executors' release is listed before GangRunning, as ``kubectl describe`` lists them."""
+    controllers()
+    app = spark_app("pi", OPTED_IN)
+    app["spec"]["driver"].update(coreRequest="500m", memory="512m")
+    app["spec"]["executor"].update(instances=3, coreRequest="500m", memory="512m")
+    kube.create(ns, app)
+    kubectl = Kubectl(cluster.kubeconfig, tmp_path / "kube-cache")
+
+    def listed() -> list[tuple[str, str]] | None:
+        found = described_events(kubectl, ns, "sparkapplication", "pi")
+        reasons = [reason for reason, _ in found]
+        return found if "GangRunning" in reasons and any("released 4 members" in m for _, m in found) else None
+
+    events = wait_for(listed, TIMEOUT, lambda: f"GangRunning and a release of all 4 members: "
+                                               f"{described_events(kubectl, ns, 'sparkapplication', 'pi')}")
+    reasons = [reason for reason, _ in events]
+    whole = next(i for i, (_, message) in enumerate(events) if "released 4 members" in message)
+    assert whole < reasons.index("GangRunning"), events
+    assert reasons.index("GangReleased") < whole, "the driver's own release first"
 
 
 def test_pytorchjob_waiting_then_running_and_succeeded(kube: Kube, ns: str,
