@@ -717,3 +717,19 @@ def test_a_staged_gang_shows_its_expected_members() -> None:
     [group] = [g for g in result["podgroups"] if g["metadata"]["name"] == "pi"]
     assert group["spec"]["minMember"] == 1 + group["spec"]["expectedMembers"]
     assert group["status"]["expected"] == group["spec"]["expectedMembers"] > 0
+
+
+def test_a_gang_whose_root_is_not_in_the_snapshot_waits_and_the_output_says_what_to_add(tmp_path):
+    """The controller never plans a gang without what its root asks; a snapshot of nodes and pods alone (no roots)
+    gets the same answer, naming the root and the command that adds it."""
+    kept = [doc for doc in yaml.safe_load_all((SCENARIOS / "fragmentation.yaml").read_text())
+            if doc and doc["kind"] in ("Node", "Pod")]
+    snapshot = tmp_path / "nodes-and-pods.yaml"
+    snapshot.write_text(yaml.safe_dump_all(kept))
+    done = run_cli(str(snapshot), "-o", "json", "--now", NOW)
+    gangs = {g["name"]: g for g in json.loads(done.stdout)["gangs"]}
+    assert done.returncode == 0, done.stderr
+    for name, root, plural in (("bert", "PyTorchJob ml/bert", "pytorchjobs"), ("shard", "Job data/shard", "jobs")):
+        assert gangs[name]["decision"] == "wait" and gangs[name]["plan"] == {}, gangs[name]
+        assert f"its root {root} is not in the snapshot" in gangs[name]["reason"], gangs[name]["reason"]
+        assert f"kubectl get {plural} -A -o yaml" in gangs[name]["reason"], gangs[name]["reason"]
