@@ -19,7 +19,8 @@ write it. Per PodGroup:
   replaces what the watch delivered after that write (the watch runs in its own thread and may be first): else the
   writer would go on from a version older than the stored one;
 - at most one status write per PodGroup per ``interval`` seconds, except on a phase change; a creation and its first
-  status are written together. A gang that is gone leaves its PodGroup to the garbage collector (never deleted here).
+  status are written together. A gang that is gone (no member pod left) gets one last status that says so (its counts
+  at zero: ``status.emptied``), and then leaves its PodGroup to the garbage collector (never deleted here).
 
 What exists is known from a list+watch of every PodGroup (user-created ones too), so a restart or a new leader
 writes only what differs. While the CRD is not installed the list fails (404) and nothing is written. Only the
@@ -38,7 +39,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from controller.members import GangKey, PodView
-from controller.status import Desired, labels_for, merge_patch, new_podgroup, spec_for, status_for
+from controller.status import Desired, emptied, labels_for, merge_patch, new_podgroup, spec_for, status_for
 from gang import keys
 from kube.client import api_request
 from kube.informer import FINAL_STATE_UNKNOWN, Informer
@@ -139,10 +140,11 @@ class PodGroupWriter:
                 target = (want.namespace, want.name)
                 self._targets.setdefault(target, set()).add(want.key)
                 self._queue(target, now)
-            for key in gone:
-                old = self._desired.pop(key, None)
+            for key in gone:  # one last status, that says its members are gone; then it is let go (_one)
+                old = self._desired.get(key)
                 if old is not None:
-                    self._release((old.namespace, old.name), key, now)
+                    self._desired[key] = emptied(old, self._wall())
+                    self._queue((old.namespace, old.name), now)
 
     def _release(self, target: Target, key: GangKey, now: float) -> None:
         wanting = self._targets.get(target)
@@ -248,6 +250,11 @@ class PodGroupWriter:
             with self._lock:
                 self._busy.discard(target)
                 now = self._clock()
+                if delay is None:  # done: a gang that is gone lets its PodGroup go once its last status is written
+                    for key in [k for k in self._targets.get(target, ()) if k in self._desired]:
+                        if self._desired[key].gone:
+                            del self._desired[key]
+                            self._release(target, key, now)
                 if delay is not None and target in self._targets:
                     self._queue(target, now + delay)
                 if target in self._again:
@@ -291,7 +298,7 @@ class PodGroupWriter:
         if not self.synced or not self._leading():
             return _RETRY_SECONDS  # what exists is not known yet, or this replica does not lead
         if obj is None:
-            if want.root is None or want.root.explicit or want.leaving:
+            if want.root is None or want.root.explicit or want.leaving or want.gone:
                 return None
             if (target, want.root.uid) in self._collected:  # deleted: by the garbage collector with its root?
                 exists = self._root_exists(want.sample) if want.sample is not None else None

@@ -154,6 +154,8 @@ class Desired:
     leaving: bool = False  # every member is being deleted (its root was, most likely): no PodGroup to create
     # What its root asks (``controller/roots.py``), for the spec's schedule timeout; None while it cannot be read.
     constraints: Mapping[str, str] | None = None
+    gone: bool = False  # no member pod is left (``emptied``): written once, never created for
+
 
     @property
     def namespace(self) -> str:
@@ -379,6 +381,27 @@ def desired(decision: GangDecision, members: list[PodView], facts: Facts, now: f
     return Desired(decision.key, name, root, sample, phase,
                    min_member, len(expected), classes.most_common(1)[0][0] if classes else "", status,
                    started if started > 0 else now, now, all(p.deleting for p in members))
+
+
+def emptied(last: Desired, now: float) -> Desired:
+    """The PodGroup of a gang whose member pods are all gone (deleted, or cleaned up after its job ended), from what
+    was last desired: its counts at zero and the reason; a gang that had succeeded or failed keeps that phase, any
+    other is Pending again (its operator may create its pods anew: a JobSet restart, a recreated pod). Never a
+    PodGroup created for it: one that went with its root stays gone."""
+    if last.phase in (Phase.SUCCEEDED, Phase.FAILED):
+        reason = f"{str(last.phase).lower()}; its member pods are gone"
+        status = {**last.status, **dict.fromkeys(_COUNTED, 0), "nodes": [], "reason": reason, "waitingFor": ""}
+        status["conditions"] = [{**c, "message": reason} if c["type"] == "Released" else c
+                                for c in last.status["conditions"]]
+        return replace(last, status=status, gone=True)
+    reason = f"no member pod exists: all {last.min_member} needed are gone (deleted, or their job ended)"
+    decision = GangDecision(last.key, "", Verdict.WAIT, reason, cause=Cause.MEMBERS, size=last.min_member)
+    fresh = desired(decision, [], Facts(), now)
+    return replace(fresh, name=last.name, root=last.root, sample=last.sample, priority_class=last.priority_class,
+                   constraints=last.constraints, leaving=False, gone=True)
+
+
+_COUNTED = ("members", "present", "gated", "released", "bound", "running", "succeeded", "failed", "expected")
 
 
 # --- the writer's half: against the object as stored -----------------------------------------------------------

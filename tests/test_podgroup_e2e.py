@@ -47,7 +47,7 @@ from tests.support.podgroups import (
     writes,
 )
 from tests.support.polling import stays, wait_for
-from tests.support.roots import OPTED_IN, Obj, spark_app
+from tests.support.roots import OPTED_IN, Obj, batch_job, spark_app
 
 pytestmark = pytest.mark.e2e
 
@@ -348,6 +348,27 @@ def test_an_explicit_gangs_podgroup_gets_its_status(kube: Kube, ns: str,
     assert group["spec"] == {"minMember": 2} and group["metadata"]["uid"] == created["metadata"]["uid"]
     assert not group["metadata"].get("labels") and not group["metadata"].get("ownerReferences")
     assert len(kube.custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"]) == 1
+    delete_pods(kube, ns)  # kubectl delete pods --all: the PodGroup says so within seconds
+    gone = wait_podgroup(kube, ns, "pair", lambda o: o["status"]["members"] == 0, "no members")
+    assert (phase(gone), gone["status"]["present"], gone["status"]["running"]) == ("Pending", 0, 0), gone["status"]
+    assert gone["spec"] == {"minMember": 2}
+
+
+def test_a_failed_jobs_podgroup_says_its_members_are_gone(kube: Kube, ns: str,
+                                                          controllers: Callable[..., Controller]) -> None:
+    """A Job of 2 pods that can never fit (5 cpu each, 4-cpu nodes) and backoffLimit 0: one of its gated pods is
+    deleted, the Job fails and its Job controller deletes the other: the PodGroup says no member is left."""
+    controllers()
+    job = batch_job("etl", OPTED_IN, parallelism=2, completions=2)
+    job["spec"]["backoffLimit"] = 0
+    job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "5"
+    kube.create(ns, job)
+    wait_podgroup(kube, ns, "etl", in_phase("NeverFits"), "NeverFits")
+    first = kube.pods(ns)[0]
+    kube.core.delete_namespaced_pod(name_of(first), ns)
+    gone = wait_podgroup(kube, ns, "etl", lambda o: o["status"]["members"] == 0, "no members left")
+    assert (phase(gone), gone["status"]["present"], gone["status"]["gated"]) == ("Pending", 0, 0), gone["status"]
+    assert "gone" in gone["status"]["reason"], gone["status"]
 
 
 def test_kubectl_get_podgroups_shows_phase_size_counts_and_what_each_waits_for(

@@ -308,6 +308,24 @@ def test_a_gang_that_is_gone_or_leaving_is_never_written_and_a_deleted_podgroup_
     assert len(world.api.writes()) == writes and "job" not in world.api.objects, world.api.writes()
 
 
+def test_a_gang_whose_members_are_all_gone_says_so_once() -> None:
+    world = World()
+    for i in range(3):
+        world.pod(i, node_name=f"n{i % 2}", phase="Running")
+    world.step()
+    assert world.stored()["status"]["phase"] == "Running" and world.stored()["status"]["running"] == 3
+    for i in range(3):  # kubectl delete pods --all; nothing recreates them
+        world.state.delete_pod(f"root-1-{i}")
+    world.step()
+    world.step(5.0)
+    status = world.stored()["status"]
+    assert (status["phase"], status["members"], status["present"], status["running"]) == ("Pending", 0, 0, 0)
+    assert status["waitingFor"] == "3 members" and "gone" in status["reason"], status
+    writes = len(world.api.writes())
+    world.step(30.0)
+    assert len(world.api.writes()) == writes, "written once"
+
+
 def test_a_podgroup_collected_with_its_root_is_not_created_again_while_the_members_go() -> None:
     # the root is deleted: the garbage collector deletes the PodGroup before the members are marked for deletion
     world = World()
