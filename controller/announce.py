@@ -9,7 +9,8 @@ missing), ``Waiting`` (complete, no plan now), ``Releasing`` (released, not yet 
 - the release: ``GangReleased``, counting every member released since the gang was released (the first stage, then
   its expected members and replacements, pass after pass), over the nodes of its plans; a release the interval held
   back is told before the phase Event that follows it (``GangRunning`` never precedes the release it came from);
-- the schedule timeout: ``GangTimeout``, once per wait.
+- the schedule timeout: ``GangTimeout``, once per wait;
+- released members no scheduler picks up (``controller/schedulers.py``): ``GangNotScheduled``, once until one does.
 
 ``decide`` is the policy, pure: from what a channel last told and what this pass says, a new Event, the same Event
 again (its series counts up), or nothing:
@@ -60,8 +61,12 @@ PHASE_EVENTS: dict[Phase, tuple[str, str, str, bool]] = {
     Phase.FAILED: ("GangFailed", "Warning", OBSERVE, False),
 }
 _WAITS = (Phase.PENDING, Phase.WAITING, Phase.NEVER_FITS, Phase.NOT_CERTIFIABLE)
-# A gang whose root's constraints cannot be read waits for that, not for capacity: told as a state of its own.
-CONSTRAINTS_UNKNOWN = ("GangConstraintsUnknown", "Warning", HOLD, True)
+# A complete gang that waits for something else than capacity, told as a state of its own: its root's constraints
+# cannot be read, no scheduler serves its schedulerName.
+CAUSE_EVENTS: dict[Cause, tuple[str, str, str, bool]] = {
+    Cause.ROOT: ("GangConstraintsUnknown", "Warning", HOLD, True),
+    Cause.NO_SCHEDULER: ("GangNotScheduled", "Warning", HOLD, True),
+}
 
 
 @dataclass(frozen=True)
@@ -198,6 +203,7 @@ class GangTold:
     phase: Told | None = None
     release: Told | None = None
     timeout: bool = False
+    stranded: bool = False  # told that no scheduler picks up its released members
     released: int = 0  # members released since the gang was released
     nodes: set[str] = field(default_factory=set)  # the nodes of its plans
     release_reason: str = ""  # the reason of the last pass that released members
@@ -266,15 +272,22 @@ class Announcer:
             note = (f"gang {decision.name} has waited {decision.waited:.0f}s, longer than its schedule timeout; "
                     f"still gated: {decision.reason}")
             tells.append(Tell("timeout", "GangTimeout", "Warning", HOLD, Telling("timeout", note), Write.NEW, True))
+        if decision.cause == Cause.NO_SCHEDULER and phase not in _WAITS and phase is not None:
+            if not gang.stranded:  # released members nobody binds: told once, until a scheduler acts on them
+                tells.append(Tell("stranded", "GangNotScheduled", "Warning", OBSERVE,
+                                  Telling("stranded", f"gang {decision.name}: {decision.reason}"), Write.NEW, False))
+        else:
+            gang.stranded = False
         told = None  # the phase's Event, if this pass tells one
         if phase is not None and decision.cause != Cause.ROOT_UNSEEN:  # (its root may be a watch event away)
-            unknown = phase is Phase.WAITING and decision.cause == Cause.ROOT
-            state = f"{phase}:{Cause.ROOT}" if unknown else str(phase)
+            special = CAUSE_EVENTS.get(decision.cause) if phase is Phase.WAITING and isinstance(
+                decision.cause, Cause) else None
+            state = f"{phase}:{decision.cause}" if special else str(phase)
             telling = Telling(state, _phase_note(phase, decision, counts), decision.short)
             write = decide(gang.phase, telling, at, self.interval, self.heartbeat if phase in _WAITS else math.inf)
             transition = gang.phase is None or gang.phase.state != state
             if write != Write.NOTHING and phase in PHASE_EVENTS:
-                reason, type_, action, members = CONSTRAINTS_UNKNOWN if unknown else PHASE_EVENTS[phase]
+                reason, type_, action, members = special or PHASE_EVENTS[phase]
                 # members hear of transitions; the root alone of every later change and heartbeat
                 told = Tell("phase", reason, type_, action, telling, write, members and transition)
             elif write != Write.NOTHING:  # Releasing: told by the release channel; the phase is noted all the same
@@ -296,6 +309,8 @@ class Announcer:
         gang = self.gangs.setdefault(key, GangTold())
         if tell.channel == "timeout":
             gang.timeout = True
+        elif tell.channel == "stranded":
+            gang.stranded = True
         elif tell.channel == "release":
             gang.release = Told.of(tell.telling, at)
         else:

@@ -48,6 +48,7 @@ from controller.planner import PlanResult, check_placement
 from controller.problem import Member, NodeFree
 from controller.rooms import Rooms, shape_of
 from controller.roots import Unknown
+from controller.schedulers import Schedulers, fix
 from controller.state import ClusterState
 from controller.topology import Request, domains_used, request_of
 from gang import keys
@@ -79,6 +80,8 @@ class Cause(StrEnum):
     ROOT = "root"  # what its root asks cannot be read (``controller/roots.py``): never planned without it
     ROOT_UNSEEN = "root-unseen"  # as ROOT, the root not delivered by its watch yet, within ROOT_LAG_SECONDS: told once
     # it lasts
+    NO_SCHEDULER = "no-scheduler"  # no scheduler serves its schedulerName (``controller/schedulers.py``); also said of
+    # a released gang whose pods nobody binds
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,7 @@ class Engine:
         self.config = config
         self.feasibility = Feasibility(state)
         self.rooms = Rooms(state)
+        self.schedulers = Schedulers(state, config.bind_timeout_seconds)
         self.integrity = Integrity(state, config.bind_timeout_seconds)
         self.books = Bookkeeping(state)
         self.backfill = Backfill(state)
@@ -168,6 +172,7 @@ class Engine:
             for key in [k for k in cache if k not in self.state.gangs]:
                 del cache[key]
         self.integrity.prune(lambda uid: uid in self.state.pods)
+        self.schedulers.update(now)
         evictions = [self._evict(gang, loose, whole_gang=False)
                      for gang in map(self.books.gang, list(self.state.gangs)) if gang and (loose := self._loose(gang))]
         gangs = [g for g in map(self.books.gang, list(self.state.gangs)) if g]
@@ -302,6 +307,14 @@ class Engine:
             if remaining is None:
                 return result, []
             gang = remaining
+        stranded = [p for p in gang.live if not p.gated and self.schedulers.stranded(p)]
+        if stranded:
+            scheduler = stranded[0].scheduler
+            result.cause = Cause.NO_SCHEDULER
+            result.reason = (f"{len(stranded)} released member(s) not picked up by any scheduler: no scheduler serves "
+                             f"schedulerName {scheduler!r} (nothing acted on its pods within "
+                             f"{self.config.bind_timeout_seconds:g}s of their release); they hold no room meanwhile; "
+                             f"{fix(scheduler)}")
         gated = sorted((p for p in gang.live if p.gated and p.uid not in self.state.pending),
                        key=lambda p: (p.created, p.name))
         if not gated:  # the usual case: every member released; nothing to decide
@@ -437,6 +450,10 @@ class Engine:
         if isinstance(root, Unknown):
             result.cause = Cause.ROOT_UNSEEN
             result.reason = f"not planned: {root.reason}; it waits until they can be read"
+            return self._hold(gang, result, placed, now, evictions)
+        held_back = self.schedulers.holds(gang.sample.scheduler, now)
+        if held_back is not None:
+            result.cause, result.reason = Cause.NO_SCHEDULER, held_back
             return self._hold(gang, result, placed, now, evictions)
         reasons = sorted({p.uncertifiable for p in live if p.uncertifiable} |
                          {e.uncertifiable for e in gang.expected if e.uncertifiable})

@@ -9,7 +9,8 @@ the replacement path for one that did) and the controller carries it out (``cont
 - **Unplaceable**: a member released onto a node that can no longer take it — the node is gone,
   the pods bound there since leave too little room, or it no longer admits the member (cordoned,
   tainted, relabelled). A node that is merely NotReady may come back: the bind timeout covers it.
-- **Bind timeout**: a released member still unbound ``controller.bindTimeoutSeconds`` after its release.
+- **Bind timeout**: a released member still unbound ``controller.bindTimeoutSeconds`` after its release (unless no
+  scheduler serves its schedulerName at all: ``controller/schedulers.py``).
 - **Rejected**: the kubelet refused to run a bound member (OutOfcpu and the like).
 - **Loose**: a gang member whose gate someone else removed and that is not bound: it would start
   without its gang. It is deleted so its operator recreates it through admission, gated.
@@ -77,7 +78,8 @@ class Integrity:
                                                            f"{needs_text(pod.usage)}; the pods bound there since "
                                                            f"leave only {needs_text(left, set(short))}")
         since = self.state.released_at.get(pod.uid)
-        if since is not None and now - since > self.bind_timeout:
+        # no scheduler serves its name (controller/schedulers.py): deleting it would bring it back to the same nobody
+        if since is not None and now - since > self.bind_timeout and not self.state.stranded(pod):
             return Stuck(pod, StuckReason.BIND_TIMEOUT, f"{pod.name} was released {now - since:.0f}s ago onto node "
                                                         f"{node} and is still not bound (bind timeout "
                                                         f"{self.bind_timeout:g}s)")

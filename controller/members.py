@@ -77,6 +77,7 @@ def placement_key(spec: Obj, requests: Mapping[str, Decimal]) -> str:
 
 #: PodScheduled=False with this reason: the apiserver's mark of a gated pod, which no scheduler has tried yet.
 SCHEDULING_GATED = "SchedulingGated"
+DEFAULT_SCHEDULER = "default-scheduler"  # what the apiserver defaults spec.schedulerName to
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +223,12 @@ class PodView:
     priority_class: str = ""  # spec.priorityClassName of gang members (their PodGroup records it)
     role: str = ""  # a gang member's role, from its root kind's role label (per-role topology requests)
     child: str = ""  # the child Job a gang member belongs to, for kinds that have them (JobSet's exclusive topology)
+    scheduler: str = DEFAULT_SCHEDULER  # spec.schedulerName
+
+    @property
+    def touched(self) -> bool:
+        """A scheduler has looked at it: bound it, nominated a node, or found none (PodScheduled False)."""
+        return bool(self.node or self.nominated or self.unschedulable)
 
     @property
     def gated(self) -> bool:
@@ -359,6 +366,7 @@ def pod_view(pod: Obj) -> PodView:
         escapable=escapable,
         admission=_admission_view(meta, spec) if escapable and unbound else None,
         priority_class=sys.intern(str(spec.get("priorityClassName") or "")) if gang else "",
+        scheduler=sys.intern(str(spec.get("schedulerName") or DEFAULT_SCHEDULER)),
         **(_unit(str(annotations.get(keys.OWNER_ANNOTATION) or ""), labels) if gang else {}),
     )
 

@@ -69,6 +69,12 @@ class Roots:
         # (group, kind) -> version -> "" when that version's watch has listed everything, else why not
         self._watches: dict[tuple[str, str], dict[str, str]] = {}
 
+    def heard(self) -> bool:
+        """Whether every root resource's watch has listed it or said why it cannot (``watching``): the decision loop
+        waits for this at start, so that a gang is not told its root is unknown while the watches are being set up."""
+        return all(resource.version in self._watches.get((resource.group, resource.kind), {})
+                   for resource in ROOT_RESOURCES)
+
     def watching(self, group: str, version: str, kind: str, problem: str) -> None:
         """The watch of ``group/version`` ``kind`` has listed everything (``problem`` "") or cannot (why)."""
         self._watches.setdefault((group, kind), {})[version] = problem

@@ -265,7 +265,7 @@ class Controller:
                     # the lists were delivered with the GC paused and leave no cycles behind.
                     gc.freeze()
                     frozen = True
-                if not (self._leading.is_set() and self.synced()):
+                if not (self._leading.is_set() and self.synced() and self.state.roots.heard()):
                     continue
                 now = self.clock()
                 if dirty or now - last >= RESYNC_SECONDS:

@@ -102,15 +102,15 @@ class Vacancy:
     until: float
 
 
-def _charge_node(pod: PodView, pending: Mapping[str, str]) -> str:
+def _charge_node(pod: PodView, pending: Mapping[str, str], stranded: bool) -> str:
     if pod.terminal:
         return ""
     if pod.node:
         return pod.node
     if pod.deleting:
         return ""
-    if pod.released:
-        return pod.planned_node
+    if pod.released:  # a released pod no scheduler picks up holds nothing (controller/schedulers.py)
+        return "" if stranded else pod.planned_node
     return pending.get(pod.uid, "")
 
 
@@ -156,6 +156,8 @@ class ClusterState:
         self.gang_versions: dict[GangKey, int] = {}  # the version at which a member of the gang last changed
         self.dirty: set[str] = set()  # nodes whose free capacity or ports changed; the engine takes them
         self.roots = Roots()  # the gangs' root objects: their constraints
+        self.scheduler_seen: dict[str, float] = {}  # schedulerName -> when a scheduler last acted on one of its pods
+        self.absent: dict[str, float] = {}  # schedulerName -> since when none serves it (controller/schedulers.py)
         self._owned: dict[str, set[GangKey]] = {}  # root uid -> its gangs (a root's change concerns them)
 
     # --- roots -------------------------------------------------------------------------------------
@@ -209,6 +211,8 @@ class ClusterState:
     def upsert_pod(self, obj: Mapping[str, Any], now: float = 0.0) -> PodView:
         pod = pod_view(obj)
         old = self.pods.get(pod.uid)
+        if old is not None and pod.touched and not old.touched:  # a scheduler acted on it: bound, nominated, tried
+            self.scheduler_seen[pod.scheduler] = now
         before = self._footprint(old)
         if old is not None:
             self._forget(old)
@@ -243,6 +247,28 @@ class ClusterState:
             self._vacate(old, was_charged, now)
         self.evicted.discard(uid)
         self._changed(before, None, old, None)
+
+    def stranded(self, pod: PodView) -> bool:
+        """Released (or being), untouched by any scheduler, no scheduler serves its name (controller/schedulers.py),
+        and none of its gang is bound (a scheduler that bound some of them is there: that is a bind timeout)."""
+        return (pod.scheduler in self.absent and not pod.touched and pod.live
+                and not (pod.gang is not None and self._bound_live.get(pod.gang)))
+
+    def set_absent(self, scheduler: str, since: float | None) -> None:
+        """No scheduler serves ``scheduler`` since ``since`` (None: one does again): the released pods of it that no
+        scheduler has touched hold nothing meanwhile (charged again once it is back)."""
+        if since is None:
+            self.absent.pop(scheduler, None)
+        else:
+            self.absent[scheduler] = since
+        for uid in list(self.released_at):
+            pod = self.pods.get(uid)
+            if pod is not None and pod.scheduler == scheduler and not pod.touched and not pod.node:
+                before = self._footprint(pod)
+                self._uncharge(uid, pod)
+                self._charge(pod)
+                self._changed(before, self._footprint(pod), pod, pod)
+        self.freed += 1
 
     def reserve(self, pod: PodView, node: str, now: float = 0.0) -> None:
         """Charge a pod this loop is releasing to ``node`` now, before any API write."""
@@ -350,7 +376,7 @@ class ClusterState:
             self._permanent_port_sets.pop(pod.node, None)
 
     def _charge(self, pod: PodView) -> None:
-        node = _charge_node(pod, self.pending)
+        node = _charge_node(pod, self.pending, self.stranded(pod))
         if not node:
             return
         self._charged_at[pod.uid] = node

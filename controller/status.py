@@ -18,7 +18,8 @@ pods queued for other schedulers), ``Releasing`` (released, fewer than minMember
 running, or ran whole and still running), ``Succeeded`` (minMember succeeded and none runs), ``Failed`` (members
 failed, too few are left to reach minMember, and no room is held for replacements any more), ``NeverFits``,
 ``NotCertifiable``. Conditions: ``Released``, ``Schedulable`` (a plan exists now), ``Starving`` (the pass holds a
-starvation shadow plan for it), ``TimedOut`` (waiting, longer than its schedule timeout).
+starvation shadow plan for it), ``TimedOut`` (waiting, longer than its schedule timeout), ``Scheduled`` (a scheduler
+serves its schedulerName: False ``NoScheduler`` when none picks up released pods, ``controller/schedulers.py``).
 
 Nothing here varies with time alone (no "waited 12s" in a message): a status changes only when the gang does, so an
 unchanged gang is never written again.
@@ -62,7 +63,7 @@ class Phase(StrEnum):
 
 
 RELEASED = frozenset({Phase.RELEASING, Phase.RUNNING, Phase.SUCCEEDED, Phase.FAILED})
-CONDITIONS = ("Released", "Schedulable", "Starving", "TimedOut")
+CONDITIONS = ("Released", "Schedulable", "Starving", "TimedOut", "Scheduled")
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _NAME_LIMIT = 253
 
@@ -234,6 +235,8 @@ def waiting_for(decision: GangDecision, phase: Phase, counts: Counts, needed: in
         if decision.decision is Verdict.EVICT:
             return "recreated members"
         return _plural(max(needed - counts.present, 1), "member")
+    if decision.cause == Cause.NO_SCHEDULER:
+        return "a scheduler"
     if phase is Phase.WAITING:
         if decision.cause == Cause.QUEUE:
             return "queued pods"
@@ -318,7 +321,13 @@ def conditions(decision: GangDecision, phase: Phase, reason: str, shadow_nodes: 
         timed = _condition("TimedOut", False, "Released", "released")
     else:
         timed = _condition("TimedOut", False, "WithinTimeout", "waiting less than its schedule timeout")
-    return [done, plan, starving, timed]
+    if decision.cause == Cause.NO_SCHEDULER:
+        scheduled = _condition("Scheduled", False, "NoScheduler", reason)
+    elif released:
+        scheduled = _condition("Scheduled", True, "SchedulerActive", "a scheduler picks up its released members")
+    else:
+        scheduled = _condition("Scheduled", None, "NotReleased", "nothing released yet")
+    return [done, plan, starving, timed, scheduled]
 
 
 def _nodes(decision: GangDecision, members: Iterable[PodView], phase: Phase, facts: Facts) -> list[str]:

@@ -38,10 +38,11 @@ from kubenexus.output import add_output, dump
 Access = tuple[str, str, str, str, str]  # verb, API group, resource, namespace ("" everywhere), name ("" any)
 RENEWAL_GRACE = datetime.timedelta(hours=1)  # a renewal due for longer than this has failed
 CONTROLLER_EVENTS = ("GangWaiting", "GangInsufficientCapacity", "GangNeverFits", "GangNotCertifiable",
-                     "GangConstraintsUnknown", "GangTimeout", "GangReleased", "GangRunning", "GangSucceeded",
-                     "GangFailed")
-# Waiting alone will not help: the gang itself must change, or the controller must be able to read its root.
-STUCK_EVENTS = ("GangNeverFits", "GangNotCertifiable", "GangConstraintsUnknown")
+                     "GangConstraintsUnknown", "GangNotScheduled", "GangTimeout", "GangReleased", "GangRunning",
+                     "GangSucceeded", "GangFailed")
+# Waiting alone will not help: the gang itself must change, the controller must be able to read its root, or a
+# scheduler must serve its schedulerName.
+STUCK_EVENTS = ("GangNeverFits", "GangNotCertifiable", "GangConstraintsUnknown", "GangNotScheduled")
 FIRST_EVENT_WITHIN = datetime.timedelta(minutes=1)  # a new gang the controller has not reported on yet
 RELEASE_WITHIN = datetime.timedelta(seconds=15)  # a release's PATCHes take milliseconds; retries back off to 5 s
 CONFIG_MAP, CONFIG_KEY = "kubenexus-config", "config.yaml"  # deploy/base: mounted by both components
@@ -396,7 +397,8 @@ STUCK_PHASES = ("NeverFits", "NotCertifiable", "Failed")  # waiting will not hel
 
 def check_podgroups(cluster: Cluster, config: Config, now: datetime.datetime) -> list[Finding]:
     """Every gang's PodGroup that is not running (or done), with its phase and the controller's reason: a gang that
-    can never fit, cannot be certified, failed or waited past its schedule timeout is a problem; one waiting for its
+    can never fit, cannot be certified, failed, waited past its schedule timeout or whose released pods no scheduler
+    picks up (condition Scheduled False) is a problem; one waiting for its
     members or capacity, or being released, is reported as waiting. A PodGroup none of whose pods exist any more
     (its root was deleted leaving it behind, or its pods were) only counts: it says nothing about a live gang."""
     found = cluster.get(f"/apis/{keys.PODGROUP_GROUP}/{keys.PODGROUP_VERSION}/{keys.PODGROUP_PLURAL}")
@@ -417,8 +419,9 @@ def check_podgroups(cluster: Cluster, config: Config, now: datetime.datetime) ->
         if (meta.get("namespace", ""), meta.get("name")) not in members:
             stale += 1
             continue
-        timed_out = any(c.get("type") == "TimedOut" and c.get("status") == "True"
-                        for c in status.get("conditions") or [] if isinstance(c, dict))
+        conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
+        timed_out = (conditions.get("TimedOut") or {}).get("status") == "True"
+        no_scheduler = (conditions.get("Scheduled") or {}).get("status") == "False"
         since = _time(status.get("scheduleStartTime"))
         waited = f" for {(now - since).total_seconds():.0f}s" if since is not None else ""
         counts = f"{status.get('present', 0)}/{(group.get('spec') or {}).get('minMember', '?')} present"
@@ -427,7 +430,9 @@ def check_podgroups(cluster: Cluster, config: Config, now: datetime.datetime) ->
                    else "") + ")"
                 + (f" — {status['reason']}" if status.get("reason") else "")
                 + (" — TimedOut: waiting longer than its schedule timeout" if timed_out else ""))
-        stuck = phase in STUCK_PHASES or timed_out
+        if no_scheduler and conditions["Scheduled"].get("message") != status.get("reason"):
+            text += f" — NoScheduler: {conditions['Scheduled'].get('message')}"
+        stuck = phase in STUCK_PHASES or timed_out or no_scheduler
         findings.append(Finding(not stuck, "podgroups", text, info=not stuck))
     running = sum(1 for g in groups if ((g.get("status") or {}).get("phase")) in DONE_PHASES)
     findings.append(Finding(True, "podgroups", f"{len(groups)} PodGroup(s): {running} running or succeeded, "

@@ -106,8 +106,9 @@ def test_a_member_that_does_not_bind_in_time_evicts_the_gang_only_when_part_of_i
     state.upsert_pod(member("w-1", "1", pin="b"), START)
     assert run(engine, 31).evictions == [], "none runs: nothing is half started (the gang scheduler may be down)"
     state.upsert_pod(member("w-0", "1", pin="a", node_name="a", phase="Running"), START + 32)
-    cycle = run(engine, 33)
-    assert evicted(cycle) == [("bind-timeout", True, ["w-0", "w-1"])], "w-0 runs, w-1 released 33 s ago > 30 s"
+    assert run(engine, 33).evictions == [], "the scheduler is back (it bound w-0): w-1's bind timeout counts from now"
+    cycle = run(engine, 64)
+    assert evicted(cycle) == [("bind-timeout", True, ["w-0", "w-1"])], "w-0 runs, w-1 unbound 31 s after that > 30 s"
 
 
 def test_bind_timeout_counts_from_the_release() -> None:

@@ -113,7 +113,8 @@ def test_pending_while_members_are_missing() -> None:
     assert {k: want.status[k] for k in ("members", "present", "gated", "released", "bound", "running")} == \
         {"members": 1, "present": 1, "gated": 1, "released": 0, "bound": 0, "running": 0}
     assert conditions(want) == {"Released": ("False", "MembersMissing"), "Schedulable": ("Unknown", "MembersMissing"),
-                                "Starving": ("False", "NotStarving"), "TimedOut": ("False", "WithinTimeout")}
+                                "Starving": ("False", "NotStarving"), "TimedOut": ("False", "WithinTimeout"),
+                                "Scheduled": ("Unknown", "NotReleased")}
     assert want.status["nodes"] == []
     assert want.min_member == 3 and want.name == "job"
     assert want.root is not None and (want.root.kind, want.root.name, want.root.uid) == ("PyTorchJob", "job",
@@ -308,8 +309,8 @@ def test_times_that_must_not_move_are_kept_and_transitions_stamped() -> None:
     second = status_for(released, first, 2, START + 60)
     assert second["scheduleStartTime"] == stamp(0) and second["releasedAt"] == stamp(60)
     times = {c["type"]: c["lastTransitionTime"] for c in second["conditions"]}
-    assert times == {"Released": stamp(60), "Schedulable": stamp(60), "Starving": stamp(1), "TimedOut": stamp(1)}, \
-        "Starving and TimedOut kept their status (False): their transition times stay"
+    assert times == {"Released": stamp(60), "Schedulable": stamp(60), "Starving": stamp(1), "TimedOut": stamp(1),
+                     "Scheduled": stamp(60)}, "Starving and TimedOut kept their status (False): their times stay"
     assert {c["observedGeneration"] for c in second["conditions"]} == {2}
     state.upsert_pod(running("w-0", "n0", "3"), START + 70)
     third = status_for(job(state, engine, 70, tracker), second, 2, START + 70)

@@ -206,7 +206,7 @@ def test_a_root_the_controller_may_not_list_holds_its_gang_which_never_starts_ou
 def test_a_root_list_slower_than_the_timeout_holds_its_gang(
         kube: Kube, cluster: LocalCluster, ns: str, controller: Callable[..., Controller]) -> None:
     rack_job(kube, ns)
-    cluster.slow_down(3.0, users=(CONTROLLER,), verbs=("list",), resources=("pytorchjobs",))
+    cluster.slow_down(6.0, users=(CONTROLLER,), verbs=("list",), resources=("pytorchjobs",))  # its timeout: 3 s
     controller()
     found = wait_status(kube, ns, "train", lambda s: "cannot be read" in s.get("reason", ""), "constraints unknown")
     assert found["phase"] == "Waiting", found
