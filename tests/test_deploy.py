@@ -41,7 +41,7 @@ from tests.support.deploy import KUBECTL, ROOT, Kubectl
 pytestmark = pytest.mark.e2e
 
 VARIANTS = {"base": "deploy/base", "cert-manager": "deploy/overlays/cert-manager",
-            "auto-inject": "deploy/overlays/auto-inject"}
+            "auto-inject": "deploy/overlays/auto-inject", "keep-scheduler": "deploy/overlays/keep-scheduler"}
 NAMESPACE = "kubenexus-system"
 PART_OF = ("app.kubernetes.io/part-of", "kubenexus-gang-admission")
 CONFIG_PATH = "/etc/kubenexus/config.yaml"
@@ -133,6 +133,7 @@ CERT_MANAGER_OBJECTS = {
 EXPECTED = {
     "base": BASE_OBJECTS,
     "auto-inject": BASE_OBJECTS,
+    "keep-scheduler": BASE_OBJECTS,
     # the webhook does not write its certificate Secret: no Role for that
     "cert-manager": (BASE_OBJECTS - WEBHOOK_CERTS_RBAC) | CERT_MANAGER_OBJECTS,
 }
@@ -467,6 +468,7 @@ def test_network_policies(rendered: dict[str, list[Obj]], name: str) -> None:
 @pytest.mark.parametrize("variant, difference", [
     ("base", {}),
     ("auto-inject", {"autoInject": "all"}),
+    ("keep-scheduler", {"schedulerName": "keep"}),
     ("cert-manager", {"certs": {"mode": "external"}}),
 ])
 def test_configuration(rendered: dict[str, list[Obj]], variant: str, difference: Obj, tmp_path: Path) -> None:
@@ -478,6 +480,7 @@ def test_configuration(rendered: dict[str, list[Obj]], variant: str, difference:
     assert config.namespace == NAMESPACE and config.cert_dir == "/etc/kubenexus/certs"
     assert config.auto_inject == ("all" if variant == "auto-inject" else "namespaces")
     assert config.certs_mode == ("external" if variant == "cert-manager" else "self-managed")
+    assert config.scheduler_name == ("keep" if variant == "keep-scheduler" else "kubenexus-scheduler")
     assert data == {**config_of(rendered["base"]), **difference}
 
 
