@@ -10,7 +10,8 @@ missing), ``Waiting`` (complete, no plan now), ``Releasing`` (released, not yet 
   its expected members and replacements, pass after pass), over the nodes of its plans; a release the interval held
   back is told before the phase Event that follows it (``GangRunning`` never precedes the release it came from);
 - the schedule timeout: ``GangTimeout``, once per wait;
-- released members no scheduler picks up (``controller/schedulers.py``): ``GangNotScheduled``, once until one does.
+- released members no scheduler picks up (``controller/schedulers.py``): ``GangNotScheduled``, once until one does;
+- its root opted out while its pods exist: ``GangOptedOut``, with the members it released to ordinary scheduling.
 
 ``decide`` is the policy, pure: from what a channel last told and what this pass says, a new Event, the same Event
 again (its series counts up), or nothing:
@@ -272,6 +273,9 @@ class Announcer:
             note = (f"gang {decision.name} has waited {decision.waited:.0f}s, longer than its schedule timeout; "
                     f"still gated: {decision.reason}")
             tells.append(Tell("timeout", "GangTimeout", "Warning", HOLD, Telling("timeout", note), Write.NEW, True))
+        if decision.decision == Verdict.OPTED_OUT and decision.released:
+            tells.append(Tell("optout", "GangOptedOut", "Normal", RELEASE,
+                              Telling("optout", f"gang {decision.name}: {decision.reason}"), Write.NEW, False))
         if decision.cause == Cause.NO_SCHEDULER and phase not in _WAITS and phase is not None:
             if not gang.stranded:  # released members nobody binds: told once, until a scheduler acts on them
                 tells.append(Tell("stranded", "GangNotScheduled", "Warning", OBSERVE,
@@ -313,7 +317,7 @@ class Announcer:
             gang.stranded = True
         elif tell.channel == "release":
             gang.release = Told.of(tell.telling, at)
-        else:
+        elif tell.channel == "phase":
             gang.phase = Told.of(tell.telling, at)
 
 

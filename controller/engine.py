@@ -68,6 +68,7 @@ class Verdict(StrEnum):
     NOT_CERTIFIABLE = "not-certifiable"
     RUNNING = "running"
     EVICT = "evict"
+    OPTED_OUT = "opted-out"  # its root opted out after its pods were created: no gang any more
 
 
 class Cause(StrEnum):
@@ -173,13 +174,15 @@ class Engine:
                 del cache[key]
         self.integrity.prune(lambda uid: uid in self.state.pods)
         self.schedulers.update(now)
+        every = [g for g in map(self.books.gang, list(self.state.gangs)) if g]
+        out = {g.key for g in every if self._opted_out(g)}
         evictions = [self._evict(gang, loose, whole_gang=False)
-                     for gang in map(self.books.gang, list(self.state.gangs)) if gang and (loose := self._loose(gang))]
-        gangs = [g for g in map(self.books.gang, list(self.state.gangs)) if g]
+                     for gang in every if gang.key not in out and (loose := self._loose(gang))]
+        gangs = [g for g in map(self.books.gang, list(self.state.gangs)) if g and g.key not in out]
         held = self.books.held(gangs, now)
         self.books.observe(held)
-        decisions: list[GangDecision] = []
         releases: list[Release] = []
+        decisions = [self._leave(gang, now, releases) for gang in every if gang.key in out]
         released = [g for g in gangs if self.books.started(g)]
         waiting = sorted((g for g in gangs if not self.books.started(g)),
                          key=lambda g: (-g.priority, g.oldest, g.key[0], g.key[1]))
@@ -197,6 +200,24 @@ class Engine:
         self.backfill.end_pass(g.key for g in waiting)
         self.rooms.prune()
         return Cycle(decisions, releases, evictions)
+
+    def _opted_out(self, gang: Gang) -> bool:
+        """Its root now says ``kubenexus.io/gang-scheduling: "false"`` (an edit to a live job applies at once)."""
+        root = self.state.roots.constraints(gang.sample)
+        return not isinstance(root, Unknown) and root.get(keys.GANG_SCHEDULING) == keys.ROOT_OPT_OUT
+
+    def _leave(self, gang: Gang, now: float, releases: list[Release]) -> GangDecision:
+        """A gang whose root opted out: its gated members go to ordinary scheduling at once (ungated, no plan, no
+        pin, nothing reserved); its other members are left as they are."""
+        result = self._base(gang, now, Verdict.OPTED_OUT, "")
+        for pod in sorted((p for p in gang.live if p.gated and p.uid not in self.state.pending), key=lambda p: p.name):
+            self.state.reserve(pod, "", now)
+            releases.append(Release(pod, "", pin=False))
+            result.released.append(pod.name)
+        result.reason = (f"its root opted out of gang scheduling ({keys.GANG_SCHEDULING}={keys.ROOT_OPT_OUT}): "
+                         + (f"{len(result.released)} gated member(s) released to ordinary scheduling"
+                            if result.released else "its members are scheduled as ordinary pods"))
+        return result
 
     def _base(self, gang: Gang, now: float, decision: Verdict, reason: str) -> GangDecision:
         live = gang.live

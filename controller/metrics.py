@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from controller.integrity import StuckReason
 
-GANG_STATES = ("waiting", "releasing", "running", "never_fits", "not_certifiable", "evicting")
+GANG_STATES = ("waiting", "releasing", "running", "never_fits", "not_certifiable", "evicting", "opted_out")
 # The PodGroup phases (controller/status.py Phase): the gangs_by_phase gauge, one series per phase.
 GANG_PHASES = ("Pending", "Waiting", "Releasing", "Running", "Succeeded", "Failed", "NeverFits", "NotCertifiable")
 PODGROUP_VERBS = ("create", "patch", "patch_status")

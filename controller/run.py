@@ -65,7 +65,7 @@ CHECKS_PER_PASS = 64  # pods decided again per pass, at most: a rebuild does not
 ESCAPE_BACKOFF = (5.0, 300.0)
 # The gang states of the gangs gauge, per verdict (every other verdict is "waiting").
 GANG_STATE = {Verdict.RUNNING: "running", Verdict.RELEASE: "releasing", Verdict.NEVER_FITS: "never_fits",
-              Verdict.NOT_CERTIFIABLE: "not_certifiable", Verdict.EVICT: "evicting"}
+              Verdict.NOT_CERTIFIABLE: "not_certifiable", Verdict.EVICT: "evicting", Verdict.OPTED_OUT: "opted_out"}
 ESCAPE_MEMORY_SECONDS = 600.0
 # What the controller watches: (queue tag, collection, decoder keeping only what the state reads).
 WATCHED = (("node", "/api/v1/nodes", slim.NODES), ("pod", "/api/v1/pods", slim.PODS))

@@ -288,7 +288,9 @@ _NOT_RELEASED = {Phase.PENDING: "MembersMissing", Phase.WAITING: "Waiting", Phas
 def conditions(decision: GangDecision, phase: Phase, reason: str, shadow_nodes: int) -> list[Obj]:
     released = phase in RELEASED
     evicted = decision.decision is Verdict.EVICT
-    if released:
+    if decision.decision is Verdict.OPTED_OUT:
+        done = _condition("Released", True, "OptedOut", reason)
+    elif released:
         done = _condition("Released", True, "Released", reason if decision.decision is Verdict.RELEASE else
                           "the gate controller released the gang's members")
     else:

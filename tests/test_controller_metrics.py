@@ -36,7 +36,7 @@ def test_set_gang_counts_zeroes_the_states_not_given_and_rejects_unknown_ones() 
     metrics.set_gang_counts({"waiting": 1, "releasing": 1})
     counts = {state: sample(metrics, "kubenexus_controller_gangs", state=state) for state in GANG_STATES}
     assert counts == {"waiting": 1, "releasing": 1, "running": 0, "never_fits": 0, "not_certifiable": 0,
-                      "evicting": 0}
+                      "evicting": 0, "opted_out": 0}
     with pytest.raises(ValueError, match="gone"):
         metrics.set_gang_counts({"gone": 1})
     assert sample(metrics, "kubenexus_controller_gangs", state="waiting") == 1
