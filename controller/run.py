@@ -40,15 +40,16 @@ from controller.metrics import Metrics, new_metrics
 from controller.owners import Step, resolve, root_exists, root_reference
 from controller.patcher import Patcher
 from controller.podgroups import PodGroupWriter
-from controller.root_watch import RootWatch
 from controller.state import ClusterState
 from controller.status import Tracker
+from gang.adapters.table import RootResource
 from gang.config import Config
 from kube.client import api_request
 from kube.events import EventRecorder
 from kube.informer import Informer
 from kube.leader import LeaderElector
 from kube.owner_cache import CachedSource
+from kube.root_watch import RootWatch, path_of
 from kube.source import ApiSource
 
 log = logging.getLogger("kubenexus.controller")
@@ -95,7 +96,8 @@ class Controller:
         self._queue: queue.SimpleQueue[tuple[str, str, dict[str, Any]]] = queue.SimpleQueue()
         self._informers = [Informer(api_client, path, functools.partial(self._enqueue, what), decoder=decoder)
                            for what, path, decoder in WATCHED]
-        self._roots = RootWatch(api_client, self._queue.put, timeout=config.api_timeout_seconds * 5)
+        self._roots = RootWatch(api_client, self._root_informer, self._root_status,
+                                timeout=config.api_timeout_seconds * 5)
         # Only watch events update the state: they arrive in order, patch responses would race them.
         self.patcher = Patcher(api_client, lambda reason: self.metrics.patch_errors.labels(reason).inc())
         self.evictor = Evictor(api_client, lambda reason: self.metrics.repair_errors.labels(reason).inc())
@@ -168,7 +170,7 @@ class Controller:
             self._health.start()
         for informer in self._informers:
             self._spawn(informer.run, f"informer{informer.path.replace('/', '-')}")
-        self._spawn(self._roots.run, "root-discovery")
+        self._roots.start()
         self.podgroups.start()
         if self._elector is not None:
             self._spawn(self._elector.run, "leader-election")
@@ -215,6 +217,25 @@ class Controller:
 
     def _enqueue(self, what: str, kind: str, obj: dict[str, Any]) -> None:
         self._queue.put((what, kind, obj))
+
+    def _root_informer(self, resource: RootResource) -> Informer:
+        """The watch of one root resource: its objects' identity and annotations (``controller/roots.py``) go to the
+        loop; a failure before it has listed them tells the loop why their gangs cannot be planned yet."""
+        identity = {"group": resource.group, "kind": resource.kind}
+
+        def on_error(message: str) -> None:
+            if not informer.synced.is_set():  # once listed, what the state holds stays valid while it reconnects
+                self._root_status(resource, message)
+
+        informer = Informer(self._client, path_of(resource),
+                            lambda event, obj: self._enqueue("root", event, {**identity, "object": obj}),
+                            decoder=slim.ROOTS, on_synced=lambda: self._root_status(resource, ""), on_error=on_error,
+                            request_timeout=self.config.api_timeout_seconds * 15, backoff_max=30.0)
+        return informer
+
+    def _root_status(self, resource: RootResource, problem: str) -> None:
+        self._enqueue("root-watch", problem, {"group": resource.group, "version": resource.version,
+                                              "kind": resource.kind})
 
     def _apply(self, what: str, kind: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}

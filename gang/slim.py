@@ -71,7 +71,12 @@ def decode(kind: Kind, body: bytes) -> Any:
             return _FULL(body)
     except msgspec.DecodeError as exc:
         raise ValueError(str(exc)) from exc
-    meta = obj.get("metadata") if slim else None
+    return _trimmed(obj) if slim else obj
+
+
+def _trimmed(obj: Any) -> Any:
+    """``obj`` (decoded slim) with only the annotations the contract reads on roots."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
     if meta and "annotations" in meta:
         ours = {k: v for k, v in meta["annotations"].items() if keys.read_on_roots(k)}
         if ours:
@@ -79,3 +84,26 @@ def decode(kind: Kind, body: bytes) -> Any:
         else:
             del meta["annotations"]
     return obj
+
+
+def watch_event_decoder(kind: Kind) -> Callable[[bytes], Any]:
+    """A watch event (``{"type", "object"}``) of objects of ``kind``, the object as ``decode`` keeps it (an ERROR
+    event's Status, or an object of another structure, in full); raises ``ValueError`` on invalid JSON."""
+    shape = _SHAPES.get((kind.group, kind.kind), Object)
+    event: type = TypedDict(f"_{kind.kind}Event", {"type": str, "object": shape}, total=False)  # type: ignore[misc]
+    typed = msgspec.json.Decoder(event).decode
+
+    def decode_event(line: bytes) -> Any:
+        try:
+            try:
+                found = typed(line)
+            except msgspec.ValidationError:
+                return _FULL(line)
+        except msgspec.DecodeError as exc:
+            raise ValueError(str(exc)) from exc
+        if found.get("type") == "ERROR":  # its Status, with the code and message the watcher reads
+            return _FULL(line)
+        _trimmed(found.get("object"))
+        return found
+
+    return decode_event

@@ -211,13 +211,20 @@ def _nexus_annotations(obj: Obj | None) -> dict[str, Any]:
     return {k: v for k, v in meta_map(obj, "annotations").items() if k.startswith(keys.PREFIX)}
 
 
-def _role_topology(key: str, adapter: WorkloadAdapter, kind: str, annotations: Mapping[str, Any]) -> str | None:
+def _role_topology(key: str, adapter: WorkloadAdapter, kind: str, annotations: Mapping[str, Any],
+                   root: Obj) -> str | None:
     """What is wrong with a per-role topology request, or None."""
     role, value = key.removeprefix(keys.TOPOLOGY_REQUIRED_ROLE_PREFIX), annotations[key]
     if adapter.role_label is None:
         return f"the members of a {kind} have no roles; set {keys.TOPOLOGY_REQUIRED} for the whole gang"
     if not role or not is_label_value(role):
         return f"{role!r} is not a role name (the values of the {adapter.role_label} label)"
+    roles = adapter.roles(root)
+    if roles is not None and role not in roles:
+        close = difflib.get_close_matches(role, sorted(roles), n=1)
+        hint = f"did you mean {keys.TOPOLOGY_REQUIRED_ROLE_PREFIX}{close[0]}?" if close else \
+            f"its roles: {', '.join(sorted(roles)) or 'none'}"
+        return f"this {kind} has no role {role!r} (the values of the {adapter.role_label} label its pods get); {hint}"
     if not (isinstance(value, str) and is_label_key(value)):
         return f"{value!r} is not a node label key"
     if keys.TOPOLOGY_REQUIRED in annotations or keys.TOPOLOGY_PREFERRED in annotations:
@@ -237,7 +244,7 @@ def check_root(obj: Obj, old: Obj | None, api_version: str, kind: str) -> str | 
     where = "metadata.annotations"
     for key in annotations:
         if key.startswith(keys.TOPOLOGY_REQUIRED_ROLE_PREFIX):
-            denial = _role_topology(key, adapter, kind, annotations)
+            denial = _role_topology(key, adapter, kind, annotations, obj)
             if denial:
                 return f"{where}[{key}]: {denial}"
         elif key not in keys.ROOT_ANNOTATIONS:
@@ -285,19 +292,81 @@ def check_namespace_label(namespace: Obj) -> str | None:
             f'unlabelled): use "{keys.NAMESPACE_ENABLED}" or "{keys.NAMESPACE_DISABLED}"')
 
 
+def _did_you_mean(key: str, known: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(key, known, n=1)
+    return f"did you mean {close[0]}?" if close else f"known: {', '.join(known)}"
+
+
+def namespace_warnings(namespace: Obj) -> list[str]:
+    """What a namespace says that the webhook ignores: a label value other than enabled or disabled, a
+    ``kubenexus.io/*`` label it does not read (a misspelled key), our key written as an annotation."""
+    found = [problem] if (problem := check_namespace_label(namespace)) else []
+    name = _section(namespace, "metadata").get("name", "")
+    for key in sorted(meta_map(namespace, "labels")):
+        if key.startswith(keys.PREFIX) and key != keys.GANG_SCHEDULING:
+            found.append(f"namespace {name}: label {key} means nothing to KubeNexus; "
+                         f"{_did_you_mean(key, (keys.GANG_SCHEDULING,))}")
+    for key in sorted(meta_map(namespace, "annotations")):
+        if key.startswith(keys.PREFIX):
+            found.append(f"namespace {name}: annotation {key} is ignored: KubeNexus reads the namespace's label "
+                         f"{keys.GANG_SCHEDULING} (kubectl label namespace {name} {keys.GANG_SCHEDULING}=enabled)")
+    return found
+
+
+# What an edit of each annotation does to a job whose pods exist (README "Editing a running job").
+_EDITED_NEW_PODS = ("applies to pods created from now on; its pods that exist keep the gang they were admitted to "
+                    "(each member carries its gang's name and size): delete and resubmit the {kind} to change that")
+_EDITED_WAITING = "applies at once while its gang waits; a gang already released keeps the placement it was released on"
+
+
+def root_warnings(obj: Obj, old: Obj | None, kind: str) -> list[str]:
+    """What applying a root does that its author may not expect: ``kubenexus.io/*`` written as labels (read as
+    annotations), and edits of annotations that do not apply to the gang its pods already form (see ``_EDITED_*``)."""
+    found = []
+    for key in sorted(meta_map(obj, "labels")):
+        if key.startswith(keys.PREFIX):
+            hint = (f"KubeNexus reads {key} as an annotation: kubectl annotate {kind.lower()} NAME {key}=VALUE"
+                    if key in keys.ROOT_ANNOTATIONS else _did_you_mean(key, keys.ROOT_ANNOTATIONS))
+            found.append(f"metadata.labels[{key}]: a label is ignored; {hint}")
+    if old is None:
+        return found
+    before, after = (meta_map(o, "annotations") for o in (old, obj))
+    for key in sorted(k for k in {*before, *after} if keys.read_on_roots(k) and before.get(k) != after.get(k)):
+        if key == keys.GANG_SCHEDULING and after.get(key) == keys.ROOT_OPT_OUT:
+            found.append(f"{key}={keys.ROOT_OPT_OUT}: the gate controller releases this {kind}'s gated pods to "
+                         "ordinary scheduling now; pods created from now on are not gang-scheduled")
+        elif key == keys.GANG_SCHEDULING:
+            found.append(f"{key} changed: pods created from now on are decided with it; pods that exist are left as "
+                         f"they are: delete and resubmit the {kind} to gang-schedule all of its pods")
+        elif key in (keys.MIN_AVAILABLE, keys.GROUP_NAME):
+            found.append(f"{key} changed: it {_EDITED_NEW_PODS.format(kind=kind)}")
+        else:
+            found.append(f"{key} changed: it {_EDITED_WAITING}")
+    return found
+
+
 def warnings(request: Obj) -> tuple[str, ...]:
-    """The warnings of an allowed request: a Namespace created or updated with a label value that means nothing.
+    """The warnings of an allowed request: a Namespace with labels or annotations the webhook ignores
+    (``namespace_warnings``), a root whose edit or labels do not do what they seem to (``root_warnings``).
 
     Warned, not denied: a namespace is written by whoever provisions it (GitOps, namespace controllers) along with
     everything else its team needs, and a refusal would fail all of that for a label whose only effect is on us;
-    kubectl prints the warning, and ``kubenexus doctor`` finds values applied where nobody reads warnings.
+    an edit of a live job is the user's to make. kubectl prints the warnings, and ``kubenexus doctor`` finds
+    namespace values applied where nobody reads warnings.
     """
-    kind, obj = request["kind"], request.get("object")
-    if (kind.get("group", ""), kind.get("kind")) != ("", "Namespace") or request.get("subResource") \
-            or request["operation"] not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
+    kind, obj, old = request["kind"], request.get("object"), request.get("oldObject")
+    if request.get("subResource") or request["operation"] not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
         return ()
-    problem = check_namespace_label(obj)
-    return (f"kubenexus: {problem}",) if problem else ()
+    group = kind.get("group", "")
+    if (group, kind.get("kind")) == ("", "Namespace"):
+        found = namespace_warnings(obj)
+    else:
+        api_version = f"{group}/{kind.get('version', '')}" if group else str(kind.get("version"))
+        if adapter_for(api_version, str(kind.get("kind"))) is None:
+            return ()
+        found = root_warnings(obj, old if request["operation"] == "UPDATE" and isinstance(old, dict) else None,
+                              str(kind.get("kind")))
+    return tuple(f"kubenexus: {text}" for text in found)
 
 
 def validate(request: Obj, config: Config, source: ObjectSource | None = None,

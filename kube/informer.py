@@ -13,6 +13,9 @@ What the consumer sees, through ``on_event(type, obj)``:
   sends ``ADDED``/``DELETED`` when an object enters or leaves the selection); bookmarks only
   move the resourceVersion and are never delivered; ``on_watching(True)`` when a watch stream
   opens and ``on_watching(False)`` when it ends, so a consumer can tell when what it holds is current;
+* ``current_only``: no list is delivered: changes from now on only, each (re)start of the watch preceded by
+  ``("RESET", {})`` (changes made while it was not watching were missed); for consumers that keep only what they
+  came across otherwise (a cache to keep fresh), not every object;
 * re-list (after 410 or repeated failures): a replace, page by page. ``("ADDED", obj)`` for new
   objects and ``("MODIFIED", obj)`` for known ones whose resourceVersion changed; objects the
   consumer already has at the same resourceVersion are not delivered again. A known object the
@@ -108,8 +111,10 @@ class Informer:
         backoff_initial: float = 0.2,
         backoff_max: float = 5.0,
         decoder: Decoder = FULL,
+        current_only: bool = False,
     ) -> None:
         self.decoder = decoder
+        self.current_only = current_only
         self._client = api_client
         self.path = path
         self._on_event = on_event
@@ -192,6 +197,9 @@ class Informer:
     # --- list --------------------------------------------------------------------------
 
     def _list(self) -> None:
+        if self.current_only:
+            self._list_current()
+            return
         fresh: set[str] = set()
         renamed = {(ns, name): uid for uid, (ns, name, _) in self._known.items()} if self._known else {}
         token = ""
@@ -226,6 +234,20 @@ class Informer:
             return
         for uid in [uid for uid in self._known if uid not in fresh]:
             self._deliver("DELETED", _stub(uid, *self._known.pop(uid)))
+        self._rv = rv
+        self.lists += 1
+
+    def _list_current(self) -> None:
+        """``current_only``: one item is listed, only for the collection's resourceVersion to watch from; ``RESET``
+        tells the consumer that changes before it may have been missed (what it holds from earlier events is stale)."""
+        status, body = self._request([*self._selectors(), ("limit", "1")], stream=False)
+        if status != 200:
+            raise _Failure(f"LIST {self.path}: HTTP {status}: {_message(body)}")
+        try:
+            rv = (json.loads(body).get("metadata") or {}).get("resourceVersion") or ""
+        except (ValueError, AttributeError) as exc:
+            raise _Failure(f"LIST {self.path}: response is not a list: {exc}") from exc
+        self._deliver("RESET", {})
         self._rv = rv
         self.lists += 1
 
@@ -303,7 +325,9 @@ class Informer:
             log.warning("%s: unknown watch event type %r", self.path, kind)
             return
         uid = meta.get("uid") or _key(meta)
-        if kind == "DELETED":
+        if self.current_only:
+            pass  # nothing is held: a re-list starts from now (RESET)
+        elif kind == "DELETED":
             self._known.pop(uid, None)
         else:
             self._known[uid] = (meta.get("namespace"), meta.get("name", ""), rv or "")

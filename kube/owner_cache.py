@@ -6,7 +6,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -76,6 +76,7 @@ class CachedSource:
         self._expiry: deque[tuple[float, Key]] = deque()  # in expiry order: one ttl for all
         self._bytes = 0
         self._inflight: dict[Key, threading.Event] = {}
+        self._superseded: set[Key] = set()  # reads in flight that ``refresh`` made stale: not stored
 
     @property
     def size(self) -> tuple[int, int]:
@@ -115,12 +116,39 @@ class CachedSource:
             raise
         size = deep_size(obj) + deep_size(key) + ENTRY_OVERHEAD if obj is not None else 0
         with self._lock:
-            if obj is not None and (self._max_bytes is None or size <= self._max_bytes):
+            superseded = key in self._superseded
+            self._superseded.discard(key)
+            if obj is not None and not superseded and (self._max_bytes is None or size <= self._max_bytes):
                 self._store(key, obj, size)
                 self._on_size(len(self._entries), self._bytes)
             del self._inflight[key]
         done.set()
         return obj
+
+    def refresh(self, keys: Iterable[Key], obj: Obj | None) -> None:
+        """What a watch says an object is now (``obj``; None: deleted) under any of ``keys`` (one object, at the
+        API versions it may have been read at): entries holding something else are replaced (``obj``, under the first
+        key) or dropped, and reads of them in flight are not stored (they may have read the object before)."""
+        with self._lock:
+            for index, key in enumerate(keys):
+                if key in self._inflight:
+                    self._superseded.add(key)
+                entry = self._entries.get(key)
+                if entry is None or (obj is not None and index == 0 and entry[1] == obj):
+                    continue
+                del self._entries[key]
+                self._bytes -= entry[2]
+                if obj is not None and index == 0:
+                    self._store(key, obj, deep_size(obj) + deep_size(key) + ENTRY_OVERHEAD)
+            self._on_size(len(self._entries), self._bytes)
+
+    def forget(self, kind: str) -> None:
+        """Drop every entry of ``kind`` (a watch of it restarts: changes may have been missed meanwhile)."""
+        with self._lock:
+            for key in [k for k in self._entries if k[1] == kind]:
+                self._bytes -= self._entries.pop(key)[2]
+            self._superseded.update(k for k in self._inflight if k[1] == kind)
+            self._on_size(len(self._entries), self._bytes)
 
     def _store(self, key: Key, obj: Obj, size: int) -> None:
         old = self._entries.pop(key, None)

@@ -197,11 +197,30 @@ def test_topology_of_the_root_annotations() -> None:
     ({f"{keys.TOPOLOGY_REQUIRED}.": RACK}, "is not a role name"),
     ({f"{keys.TOPOLOGY_REQUIRED}.worker": RACK, keys.TOPOLOGY_REQUIRED: ZONE}, "set one or the other"),
     ({f"{keys.TOPOLOGY_PREFERRED}.worker": RACK}, "unknown KubeNexus annotation"),
+    ({f"{keys.TOPOLOGY_REQUIRED}.workrs": RACK}, f"has no role 'workrs' (the values of the training.kubeflow.org/"
+                                                 f"replica-type label its pods get); did you mean "
+                                                 f"{keys.TOPOLOGY_REQUIRED}.worker?"),
+    ({f"{keys.TOPOLOGY_REQUIRED}.ps": RACK}, "its roles: master, worker"),
 ])
 def test_the_annotations_are_validated_at_apply_time(notes: dict[str, str], denied: str) -> None:
     root = {"metadata": {"name": "train", "annotations": notes},
-            "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 4}}}}
+            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1}, "Worker": {"replicas": 4}}}}
     message = check_root(root, None, "kubeflow.org/v1", "PyTorchJob")
+    assert (message is None) if not denied else (message is not None and denied in message), message
+
+
+@pytest.mark.parametrize("api_version, kind, spec, role, denied", [
+    ("jobset.x-k8s.io/v1alpha2", "JobSet", {"replicatedJobs": [{"name": "workers"}, {"name": "ps"}]}, "worker",
+     "did you mean kubenexus.io/topology-required.workers?"),
+    ("jobset.x-k8s.io/v1alpha2", "JobSet", {"replicatedJobs": [{"name": "workers"}]}, "workers", ""),
+    ("sparkoperator.k8s.io/v1beta2", "SparkApplication", {}, "exector", "did you mean "
+                                                                         "kubenexus.io/topology-required.executor?"),
+    ("kubeflow.org/v2beta1", "MPIJob", {}, "launcher", ""),
+])
+def test_a_per_role_request_names_a_role_of_its_root(api_version: str, kind: str, spec: dict[str, Any], role: str,
+                                                     denied: str) -> None:
+    root = {"metadata": {"name": "j", "annotations": {f"{keys.TOPOLOGY_REQUIRED}.{role}": RACK}}, "spec": spec}
+    message = check_root(root, None, api_version, kind)
     assert (message is None) if not denied else (message is not None and denied in message), message
 
 

@@ -500,7 +500,7 @@ ENTRIES = {
 }
 ROOTS = "validate-roots.kubenexus.io"
 PODGROUPS = "validate-podgroups.kubenexus.io"
-NAMESPACES = "validate-namespaces.kubenexus.io"  # Namespace objects themselves: scoped by an objectSelector
+NAMESPACES = "validate-namespaces.kubenexus.io"  # Namespace objects themselves: scoped by a matchCondition
 
 
 def webhooks(objects: list[Obj]) -> dict[str, Obj]:
@@ -589,18 +589,14 @@ def test_webhook_configurations(rendered: dict[str, list[Obj]], variant: str) ->
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_the_namespace_entry_sees_only_invalid_label_values(rendered: dict[str, list[Obj]], variant: str) -> None:
-    """Namespace writes reach the webhook only when the gang-scheduling label has a value it ignores (on UPDATE the
-    apiserver matches the old object too), never a subresource, and a failure never blocks them."""
+def test_the_namespace_entry_sees_namespaces_with_our_keys_only(rendered: dict[str, list[Obj]], variant: str) -> None:
+    """Namespace writes reach the webhook only with a kubenexus.io/* label or annotation (its matchCondition, checked
+    in test_match_conditions), never a subresource, and a failure never blocks them."""
     hook = webhooks(rendered[variant])[NAMESPACES]
     assert hook["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["namespaces"],
                               "operations": ["CREATE", "UPDATE"], "scope": "Cluster"}]
-    assert "namespaceSelector" not in hook and "matchConditions" not in hook
-    selector = selector_from_dict(hook["objectSelector"])
-    for value, reaches in (("enabled", False), ("disabled", False), ("yes", True), ("true", True), ("", True)):
-        assert selector.matches(namespace_labels("team-a", **{keys.GANG_SCHEDULING: value})) is reaches, value
-    assert not selector.matches(namespace_labels("team-a"))
-    assert not selector.matches(namespace_labels("team-a", other="yes"))
+    assert "namespaceSelector" not in hook and "objectSelector" not in hook and hook["failurePolicy"] == "Ignore"
+    assert [c["name"] for c in hook["matchConditions"]] == ["kubenexus-keys"]
 
 
 def _cel(expression: str, request: Obj, obj: Obj | None, old: Obj | None = None) -> bool:
@@ -655,7 +651,17 @@ def test_match_conditions(rendered: dict[str, list[Obj]]) -> None:
     assert reaches(ROOTS, _request("CREATE", "batch", "jobs"), annotated_root)
     assert reaches(ROOTS, _request("UPDATE", "ray.io", "rayclusters"), annotated_root, BARE)
     assert not reaches(ROOTS, _request("CREATE", "batch", "jobs"), PLAIN)
-    assert not reaches(ROOTS, _request("UPDATE", "batch", "jobs"), BARE, annotated_root)
+    # an edit removing our annotations says what it does; our key as a label is warned about
+    assert reaches(ROOTS, _request("UPDATE", "batch", "jobs"), BARE, annotated_root)
+    assert reaches(ROOTS, _request("CREATE", "batch", "jobs"), {"metadata": {"name": "j", "labels": {
+        keys.GANG_SCHEDULING: "true"}}})
+    assert not reaches(ROOTS, _request("UPDATE", "batch", "jobs"), PLAIN, PLAIN)
+    # namespaces: any kubenexus.io/* label or annotation (a misspelled key is what is warned about), nothing else
+    namespaces = _request("UPDATE", "", "namespaces")
+    for labels, notes, expected in (({keys.GANG_SCHEDULING: "yes"}, {}, True), ({"kubenexus.io/typo": "x"}, {}, True),
+                                    ({}, {keys.GANG_SCHEDULING: "enabled"}, True), ({"team": "a"}, {"x": "b"}, False)):
+        namespace = {"metadata": {"name": "team-a", "labels": labels, "annotations": notes}}
+        assert reaches(NAMESPACES, namespaces, namespace, namespace) is expected, namespace
     # PodGroups: only updates that change spec.minMember
     group = {"metadata": {"name": "g", "labels": {"a": "b"}}, "spec": {"minMember": 3, "queue": "q"}}
     podgroups = _request("UPDATE", keys.PODGROUP_GROUP, keys.PODGROUP_PLURAL)

@@ -40,6 +40,7 @@ from cluster.audit import Record, request_info
 from cluster.local import LocalCluster
 from cluster.rbac import BOOTSTRAP, Grant, Policy, PolicyRule, rule_allows
 from controller.run import Controller
+from gang.adapters.table import ROOT_RESOURCES
 from gang.config import Config
 from kube.client import new_api_client
 from kube.events import EventRecorder
@@ -465,9 +466,12 @@ def test_no_wildcards_and_no_write_access_to_owner_kinds() -> None:
                     assert not any("*" in value for value in rule.get(key) or []), (obj["metadata"]["name"], rule)
     webhook = next(o for o in rendered if o.get("kind") == "ClusterRole" and o["metadata"]["name"] ==
                    "kubenexus-webhook")
+    roots = {(root.group, root.plural) for root in ROOT_RESOURCES}
     for rule in webhook["rules"]:
         if rule["resources"] == ["namespaces"]:  # watched for their opt-in label (kube/namespaces.py)
             assert rule["verbs"] == ["list", "watch"], rule
+        elif all((group, plural) in roots for group in rule["apiGroups"] for plural in rule["resources"]):
+            assert rule["verbs"] == ["get", "list", "watch"], f"roots: read, and watched for edits: {rule}"
         elif rule.get("apiGroups") != ["admissionregistration.k8s.io"]:
             assert rule["verbs"] == ["get"], f"the webhook reads owners, never writes or lists them: {rule}"
 

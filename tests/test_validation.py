@@ -379,3 +379,56 @@ def test_a_namespace_label_value_that_means_nothing_is_allowed_with_a_warning(we
 def test_a_valid_or_absent_namespace_label_passes_without_a_word(webhook, labels, old):
     response = check(webhook, namespace_request(labels, "UPDATE" if old is not None else "CREATE", old))
     assert response["allowed"] is True and not response.get("warnings")
+
+
+@pytest.mark.parametrize("labels, annotations, warned", [
+    ({"kubenexus.io/gang-sheduling": "enabled"}, {}, "label kubenexus.io/gang-sheduling means nothing to KubeNexus; "
+                                                     "did you mean kubenexus.io/gang-scheduling?"),
+    ({}, {OPT_IN: "enabled"}, f"annotation {OPT_IN} is ignored: KubeNexus reads the namespace's label {OPT_IN} "
+                              f"(kubectl label namespace team-a {OPT_IN}=enabled)"),
+])
+def test_kubenexus_keys_a_namespace_has_where_they_mean_nothing_get_a_warning(webhook, labels, annotations, warned):
+    request = namespace_request(labels)
+    request["object"]["metadata"]["annotations"] = annotations
+    response = check(webhook, request)
+    assert response["allowed"] is True and response["warnings"] == [f"kubenexus: namespace team-a: {warned}"]
+
+
+# --- roots: what an edit of a job whose pods exist does, and labels that mean nothing --------------------------------
+
+
+@pytest.mark.parametrize("before, after, warned", [
+    ({OPT_IN: "true"}, {OPT_IN: "false"}, "the gate controller releases this PyTorchJob's gated pods to ordinary "
+                                          "scheduling now; pods created from now on are not gang-scheduled"),
+    ({}, {OPT_IN: "true"}, "pods created from now on are decided with it; pods that exist are left as they are: "
+                           "delete and resubmit the PyTorchJob to gang-schedule all of its pods"),
+    ({OPT_IN: "true", "kubenexus.io/min-available": "4"}, {OPT_IN: "true", "kubenexus.io/min-available": "2"},
+     "kubenexus.io/min-available changed: it applies to pods created from now on; its pods that exist keep the gang "
+     "they were admitted to (each member carries its gang's name and size): delete and resubmit the PyTorchJob"),
+    ({OPT_IN: "true"}, {OPT_IN: "true", "kubenexus.io/topology-required": "example.com/rack"},
+     "kubenexus.io/topology-required changed: it applies at once while its gang waits; a gang already released "
+     "keeps the placement it was released on"),
+])
+def test_an_edit_of_a_root_says_what_it_does_to_the_pods_that_exist(webhook, before, after, warned):
+    response = check(webhook, root_request(pytorch(after), "UPDATE", pytorch(before)))
+    assert response["allowed"] is True
+    [warning] = response["warnings"]
+    assert warning.startswith("kubenexus: ") and warned in warning, warning
+
+
+def test_an_unchanged_root_and_a_new_one_get_no_warning(webhook):
+    annotations = {OPT_IN: "true", "kubenexus.io/min-available": "2"}
+    assert not check(webhook, root_request(pytorch(annotations), "UPDATE", pytorch(annotations))).get("warnings")
+    assert not check(webhook, root_request(pytorch(annotations))).get("warnings")
+
+
+def test_a_kubenexus_label_on_a_root_is_a_warning_naming_the_annotation(webhook):
+    job = pytorch({})
+    job["metadata"]["labels"] = {OPT_IN: "true", "kubenexus.io/min-availble": "2"}
+    response = check(webhook, root_request(job))
+    assert response["allowed"] is True
+    assert response["warnings"] == [
+        f"kubenexus: metadata.labels[{OPT_IN}]: a label is ignored; KubeNexus reads {OPT_IN} as an annotation: "
+        f"kubectl annotate pytorchjob NAME {OPT_IN}=VALUE",
+        "kubenexus: metadata.labels[kubenexus.io/min-availble]: a label is ignored; did you mean "
+        "kubenexus.io/min-available?"]

@@ -38,6 +38,8 @@ from certs.reload import pair_problem, reloading_context
 from gang.config import Config
 from gang.objects import LookupFailed
 from kube.client import new_api_client
+from kube.fresh_roots import FALLBACK_TTL_SECONDS as ROOT_FALLBACK_TTL_SECONDS
+from kube.fresh_roots import FreshRoots
 from kube.namespaces import FALLBACK_TTL_SECONDS, ListedNamespaces, WatchedNamespaces
 from kube.owner_cache import CachedSource
 from kube.source import ApiSource
@@ -117,15 +119,18 @@ class Readiness:
 
 
 def build_app(config: Config) -> Any:
-    """The Flask app of one worker (gunicorn loads it after the fork), with its API client, cache, namespace watch
-    and checks."""
+    """The Flask app of one worker (gunicorn loads it after the fork), with its API client, cache, the watches of
+    namespaces and roots, and checks."""
     from webhook.app import create_app
     from webhook.metrics import APISERVER_REACHABLE, record_cache_size, record_read
 
     api = ApiSource(api_client(config, retries=0), config.api_timeout_seconds, on_read=record_read, retries=1)
     owners = CachedSource(api, config.owner_cache_ttl_seconds, config.owner_cache_max_entries,
                           config.owner_cache_max_bytes, on_size=record_cache_size)
-    source = WatchedNamespaces(api_client(config), owners,
+    roots = FreshRoots(api_client(config), owners,  # roots as they are now: edits decide the pods created after them
+                       CachedSource(api, ROOT_FALLBACK_TTL_SECONDS, config.owner_cache_max_entries,
+                                    config.owner_cache_max_bytes), timeout=config.api_timeout_seconds * 5).start()
+    source = WatchedNamespaces(api_client(config), roots,
                                CachedSource(ListedNamespaces(api), FALLBACK_TTL_SECONDS,
                                             config.owner_cache_max_entries)).start()
     apiserver = ApiserverWatch(api.ping, lambda up: APISERVER_REACHABLE.set(1 if up else 0)).start()

@@ -64,7 +64,7 @@ class Workload:
     roots: tuple[Resource, ...]
     readme: tuple[Row, ...]
     companions: tuple[Resource, ...] = ()
-    webhook_verbs: tuple[str, ...] = ("get",)
+    webhook_verbs: tuple[str, ...] = ("get", "list", "watch")
     controller_verbs: tuple[str, ...] = ("get", "list", "watch")
     validated: bool = True
     examples: tuple[Example, ...] = ()

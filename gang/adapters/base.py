@@ -110,6 +110,11 @@ class WorkloadAdapter(ABC):
         """The member's role ("" when the kind has none or the pod does not say)."""
         return str(labels.get(self.role_label) or "") if self.role_label else ""
 
+    def roles(self, root: Obj) -> frozenset[str] | None:
+        """The roles the root's members have (the values of ``role_label``), for checking per-role requests at apply
+        time; None when the kind has roles its spec does not name."""
+        return None
+
     def child_of(self, labels: Mapping[str, str]) -> str:
         """The child Job the member belongs to ("" when the kind has none or the pod does not say)."""
         parts = [str(labels.get(label) or "") for label in self.child_labels]

@@ -11,7 +11,9 @@ import importlib
 from gang.adapters.base import WorkloadAdapter
 from gang.kinds import split_api_version
 from workloads import KINDS, records
-from workloads.record import Resource
+from workloads.record import Resource as RootResource
+
+__all__ = ["ADAPTERS", "ROOT_RESOURCES", "RootResource", "adapter_for"]
 
 ADAPTERS: tuple[WorkloadAdapter, ...] = tuple(
     adapter for name in KINDS for adapter in importlib.import_module(f"workloads.{name}.adapter").ADAPTERS)
@@ -29,4 +31,4 @@ def adapter_for(api_version: str, kind: str) -> WorkloadAdapter | None:
 
 #: Every root resource of the registered kinds (group, the version the records name, kind, plural): the gate
 #: controller watches them for the constraints on roots (``controller/root_watch.py``).
-ROOT_RESOURCES: tuple[Resource, ...] = tuple(root for record in records().values() for root in record.roots)
+ROOT_RESOURCES: tuple[RootResource, ...] = tuple(root for record in records().values() for root in record.roots)

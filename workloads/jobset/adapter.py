@@ -140,6 +140,12 @@ class JobSetAdapter(WorkloadAdapter):
     role_label = REPLICATED_JOB_LABEL  # a replicated job's name (the role of its expected members)
     child_labels = (REPLICATED_JOB_LABEL, JOB_INDEX_LABEL)  # one child Job: <replicated job>-<index>
 
+    def roles(self, root: Obj) -> frozenset[str] | None:
+        """The replicated jobs' names."""
+        jobs = spec(root).get("replicatedJobs")
+        return frozenset(str(mapping(job).get("name")) for job in jobs if mapping(job).get("name")) \
+            if isinstance(jobs, list) else frozenset()
+
     def created(self, root: Obj) -> list[Obj] | None:
         """The first stage's Jobs, then their pods."""
         jobs = stage_jobs(root)

@@ -82,6 +82,9 @@ class MPIJobV2Adapter(WorkloadAdapter):
     spec_shape = _MPIJobShape
     role_label = ROLE_LABEL  # launcher, worker
 
+    def roles(self, root: Obj) -> frozenset[str] | None:
+        return frozenset({"launcher", "worker"})
+
     def pod_count(self, root: Obj) -> int | None:
         return as_int(_replica(spec(root), "Worker").get("replicas"), 0) + 1
 

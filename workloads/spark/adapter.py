@@ -197,6 +197,9 @@ class SparkApplicationAdapter(WorkloadAdapter):
     def native_scheduler(self, root: Obj) -> str | None:
         return _batch_scheduler(root)
 
+    def roles(self, root: Obj) -> frozenset[str] | None:
+        return frozenset({"driver", "executor"})
+
     def created(self, root: Obj) -> list[Obj] | None:
         """The driver alone, ``<app>-driver`` (its executors come later, from the driver)."""
         return [driver_pod(root)]

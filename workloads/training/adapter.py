@@ -63,6 +63,10 @@ class TrainingJobAdapter(WorkloadAdapter):
         self.spec_shape = _training_shape(replica_field)
         self.restart_policy = restart_policy
 
+    def roles(self, root: Obj) -> frozenset[str] | None:
+        """The replica types, lowercased as training-operator labels its pods."""
+        return frozenset(str(kind).lower() for kind in mapping(spec(root).get(self.replica_field)))
+
     def created(self, root: Obj) -> list[Obj] | None:
         """Every replica's pods at once, ``<job>-<replica type>-<index>``, labelled by job, replica type and index."""
         if self.restart_policy is None:
