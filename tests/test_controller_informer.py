@@ -151,6 +151,29 @@ def test_changes_after_sync_arrive_in_order(api: client.ApiClient, core: client.
         assert recorder.objects[1][1]["metadata"]["labels"] == {"x": "1"}
 
 
+def test_current_only_delivers_changes_from_now_after_a_reset(api: client.ApiClient, core: client.CoreV1Api,
+                                                              ns: str) -> None:
+    """The webhook's watch of roots (kube/fresh_roots.py): nothing listed is delivered, only RESET, then changes."""
+    core.create_namespaced_pod(ns, pod("old"))
+    seen: list[tuple[str, str]] = []
+    informer = Informer(api, f"/api/v1/namespaces/{ns}/pods",
+                        lambda kind, obj: seen.append((kind, (obj.get("metadata") or {}).get("name", ""))),
+                        current_only=True)
+    thread = threading.Thread(target=informer.run, daemon=True)
+    thread.start()
+    try:
+        assert informer.synced.wait(WAIT) and seen == [("RESET", "")] and informer.known() == 0
+        core.patch_namespaced_pod("old", ns, {"metadata": {"labels": {"x": "1"}}}, _content_type=MERGE)
+        core.create_namespaced_pod(ns, pod("new"))
+        deadline = time.monotonic() + WAIT
+        while len(seen) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert seen == [("RESET", ""), ("MODIFIED", "old"), ("ADDED", "new")] and informer.known() == 0
+    finally:
+        informer.stop()
+        thread.join(5)
+
+
 def test_a_failing_callback_does_not_stop_the_informer(api: client.ApiClient, core: client.CoreV1Api,
                                                        ns: str) -> None:
     core.create_namespaced_pod(ns, pod("boom-listed"))

@@ -77,6 +77,40 @@ def get(source, name, uid=None):
     return source.get(JOB, "batch/v1", NS, name, uid)
 
 
+def test_refresh_replaces_or_drops_what_is_held_and_a_read_in_flight_is_not_stored():
+    """What a watch of roots says an object is now (kube/fresh_roots.py): a changed copy replaced under the key of
+    the watched version, dropped under another version's, dropped when deleted; a read that was in flight when the
+    object changed may have read it before the change: returned, not kept."""
+    first, second = obj("batch/v1", "Job", "j", uid="u1"), obj("batch/v1", "Job", "j", uid="u1")
+    second["metadata"]["annotations"] = {"kubenexus.io/gang-scheduling": "false"}
+    inner = FakeSource({"j": first})
+    source = cached(inner)
+    get(source, "j")
+    other_version = ("batch/v2", "Job", NS, "j")
+    source.refresh([("batch/v1", "Job", NS, "j"), other_version], second)
+    assert get(source, "j") == second and inner.reads == 1, "replaced by the watch, no read"
+    source.refresh([("batch/v1", "Job", NS, "j")], None)
+    inner.objects["j"] = second
+    assert get(source, "j") == second and inner.reads == 2, "dropped on deletion: read again"
+    inner.objects["k"], inner.delay = first, 0.3
+    reader = threading.Thread(target=get, args=(source, "k"))
+    reader.start()
+    time.sleep(0.1)
+    source.refresh([("batch/v1", "Job", NS, "k")], second)  # the object changed while it was being read
+    reader.join()
+    inner.delay, inner.objects["k"] = 0.0, second
+    assert get(source, "k") == second and inner.reads == 4, "the in-flight read was not kept"
+
+
+def test_forget_drops_every_entry_of_a_kind():
+    inner = FakeSource({"j": obj("batch/v1", "Job", "j")})
+    source = cached(inner)
+    get(source, "j")
+    source.forget("Job")
+    get(source, "j")
+    assert inner.reads == 2 and source.size[0] == 1
+
+
 def test_hit_costs_no_inner_read():
     job = obj("batch/v1", "Job", "j")
     inner = FakeSource({"j": job})
