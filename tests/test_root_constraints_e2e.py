@@ -239,6 +239,8 @@ def test_every_constraint_a_root_asks_reaches_the_decision(kube: Kube, ns: str,
                   f"{JOB_NAME}={name}")
     assert wait_status(kube, ns, "preferred", lambda s: "domains" in s.get("topology", {}), "its domains")[
         "topology"]["requests"] == [{"key": RACK, "mode": "Preferred"}]
-    assert status(kube, ns, "by-role")["topology"]["requests"] == [{"key": RACK, "mode": "Required", "role": "worker"}]
-    assert (podgroup(kube.api_client, ns, "timeout") or {}).get("spec", {}).get("scheduleTimeoutSeconds") == 90
+    assert wait_status(kube, ns, "by-role", lambda s: "topology" in s, "its request")["topology"]["requests"] == [
+        {"key": RACK, "mode": "Required", "role": "worker"}]
+    wait_for(lambda: (podgroup(kube.api_client, ns, "timeout") or {}).get("spec", {}).get(
+        "scheduleTimeoutSeconds") == 90, TIMEOUT, "PodGroup timeout: spec.scheduleTimeoutSeconds 90")
     assert any("best effort" in note for note in wait_event(kube, ns, "PyTorchJob", "spread", "GangReleased"))
