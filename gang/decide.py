@@ -46,6 +46,9 @@ class Decision:
     pod_group: str = ""
     # Why admission refuses the pod though it knows its gang: its own min-available contradicts its PodGroup's.
     denial: Denial | None = None
+    # A root whose pod is left alone for a reason its author should hear of (a skip with a warning): an
+    # ObjectReference to it, for an Event on the root (the pod's creator is the operator, who reads no warnings).
+    skipped_root: Mapping[str, str] | None = None
 
 
 # Outcomes where the pod simply is not a gang workload, and where something looks wrong.
@@ -63,6 +66,13 @@ def _positive_int(value: Any) -> int | None:
     except (TypeError, ValueError):
         return None
     return number if number >= 1 else None
+
+
+def reference(obj: Obj, namespace: str) -> dict[str, str]:
+    """An ObjectReference to ``obj`` (in ``namespace``), for an Event about it."""
+    meta = _dict(obj.get("metadata"))
+    return {"apiVersion": str(obj.get("apiVersion") or ""), "kind": str(obj.get("kind") or ""),
+            "name": str(meta.get("name") or ""), "namespace": namespace, "uid": str(meta.get("uid") or "")}
 
 
 def owner_string(root: Obj) -> str:
@@ -95,12 +105,14 @@ class _Decider:
             keys.COSCHED_MIN_ANNOTATION)
         self.reasons: list[str] = []
         self.warnings: list[str] = []
+        self.root: Obj | None = None  # once the owner walk reached it
 
     def skip(self, reason: str, warn: bool = False) -> Decision:
         self.reasons.append(reason)
         if warn:
             self.warnings.append(f"kubenexus: pod admitted without gang scheduling: {reason}")
-        return Decision(Action.SKIP, tuple(self.reasons), tuple(self.warnings))
+        return Decision(Action.SKIP, tuple(self.reasons), tuple(self.warnings),
+                        skipped_root=reference(self.root, self.namespace) if warn and self.root is not None else None)
 
     def unresolved(self, reason: str) -> Decision:
         node = _dict(self.pod.get("spec")).get("nodeName")
@@ -179,11 +191,12 @@ class _Decider:
                 self.warnings.append(f"kubenexus: {walk.detail}; using the pod's explicit pod-group labels")
             return self.namespace_rules(None) or self.explicit_gang(explicit)
         assert walk.adapter is not None
-        root = walk.chain[-1]
+        root = self.root = walk.chain[-1]
         if refused := self.namespace_rules(root):
             return refused
         if (native := walk.adapter.native_scheduler(root)) is not None:
-            return self.skip(native, warn=True)
+            return self.skip(f"{native}: its own gang scheduler schedules its pods, not KubeNexus (remove that "
+                             "setting to have KubeNexus gang-schedule it)", warn=True)
         membership = walk.adapter.membership(self.pod, Chain(walk.chain))
         if not membership.member:
             return self.finish(explicit, root) if self.explicit_name else self.skip(membership.reason, warn=True)

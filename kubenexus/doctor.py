@@ -54,6 +54,7 @@ def required_access(config: Config) -> dict[str, list[Access]]:
     webhook = [(verb, "", "namespaces", "", "") for verb in ("list", "watch")]  # kube/namespaces.py
     webhook += [("get", "", "pods", "", ""), ("get", "batch", "jobs", "", "")]
     webhook += [(verb, root.group, root.plural, "", "") for root in ROOT_RESOURCES for verb in ("list", "watch")]
+    webhook += [("create", "events.k8s.io", "events", "", "")]  # webhook/skips.py
     if config.certs_mode == "self-managed":  # certs ensure: the Secret and the caBundles of both configurations
         webhook += [("get", "", "secrets", ns, config.certs_secret), ("update", "", "secrets", ns, config.certs_secret),
                     ("create", "", "secrets", ns, "")]

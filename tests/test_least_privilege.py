@@ -204,6 +204,10 @@ def create_roots(kube: Kube, ns: str) -> dict[str, Obj]:
     builders.append(trainjob("fine-tune", OPTED_IN, "torch"))
     for obj in builders:
         roots[obj["kind"]] = kube.create(ns, obj)
+    # left to its own gang scheduler: the webhook tells the application so, in an Event (webhook/skips.py)
+    native = spark_app("native", OPTED_IN)
+    native["spec"]["batchScheduler"] = "volcano"
+    kube.create(ns, native)
     # A run of a ScheduledSparkApplication: the schedule is the root and carries the opt-in.
     template = spark_app("unused", {})["spec"]
     schedule = kube.create(ns, {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "ScheduledSparkApplication",
@@ -472,6 +476,8 @@ def test_no_wildcards_and_no_write_access_to_owner_kinds() -> None:
             assert rule["verbs"] == ["list", "watch"], rule
         elif all((group, plural) in roots for group in rule["apiGroups"] for plural in rule["resources"]):
             assert rule["verbs"] == ["get", "list", "watch"], f"roots: read, and watched for edits: {rule}"
+        elif rule["apiGroups"] == ["events.k8s.io"]:  # webhook/skips.py: an Event on a job left alone, never updated
+            assert rule["verbs"] == ["create"], rule
         elif rule.get("apiGroups") != ["admissionregistration.k8s.io"]:
             assert rule["verbs"] == ["get"], f"the webhook reads owners, never writes or lists them: {rule}"
 

@@ -26,7 +26,7 @@ from tests.support.kube import Kube
 from tests.support.kubectl import Kubectl
 from tests.support.podgroups import install_crd
 from tests.support.polling import wait_for
-from tests.support.roots import Obj
+from tests.support.roots import Obj, raycluster
 
 pytestmark = pytest.mark.e2e
 
@@ -103,3 +103,21 @@ def test_pods_created_after_a_min_available_edit_get_the_new_size_and_the_edit_w
     assert "delete and resubmit the PyTorchJob" in done.stderr
     again = recreated(kube, ns, members[2])
     assert again["metadata"]["labels"][MIN] == "2", "decided with the edit, not a cached copy of the job"
+
+
+def test_a_job_left_to_its_own_gang_scheduler_hears_so_once_in_an_event(kube: Kube) -> None:
+    """A RayCluster in an enabled namespace that names the KubeRay batch scheduler volcano: its pods are admitted
+    unchanged (correctly), and the RayCluster itself gets an Event saying so, once per webhook worker, not per pod
+    (the pods' creator is the operator, who reads no warnings)."""
+    ns = kube.namespace()
+    kube.core.patch_namespace(ns, {"metadata": {"labels": {OPT_IN: "enabled"}}})
+    cluster = raycluster("native", {})
+    cluster["metadata"]["labels"] = {"ray.io/scheduler-name": "volcano"}
+    kube.create(ns, cluster)
+    pods = wait_pods(kube, ns, lambda found: len(found) >= 3, "the RayCluster's pods")
+    assert not any(gated(p) or GROUP in (p["metadata"].get("labels") or {}) for p in pods)
+    notes = wait_event(kube, ns, "RayCluster", "native", "GangSchedulingSkipped")
+    assert 1 <= len(notes) <= 2 < len(pods), (notes, len(pods))  # the webhook runs two workers
+    assert notes[0] == ("RayCluster native: KubeNexus admits its pods without gang scheduling: RayCluster uses the "
+                        "KubeRay batch scheduler volcano: its own gang scheduler schedules its pods, not KubeNexus "
+                        "(remove that setting to have KubeNexus gang-schedule it)")

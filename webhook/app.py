@@ -26,6 +26,7 @@ from gang.objects import Deadline, ObjectSource
 from gang.validate import validate, warnings
 from webhook import metrics
 from webhook.review import BadRequest, admit_pod, parse_review, review_response
+from webhook.skips import SkipNotices
 
 log = logging.getLogger("kubenexus.webhook")
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -33,7 +34,8 @@ JSON = "application/json"
 _STATUS = {200: "200 OK", 400: "400 BAD REQUEST"}  # werkzeug's status lines
 
 
-def create_app(config: Config, source: ObjectSource, ready: Callable[[], tuple[bool, str]]) -> Flask:
+def create_app(config: Config, source: ObjectSource, ready: Callable[[], tuple[bool, str]],
+               notices: SkipNotices | None = None) -> Flask:
     app = Flask("kubenexus-webhook")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
 
@@ -74,6 +76,8 @@ def create_app(config: Config, source: ObjectSource, ready: Callable[[], tuple[b
             log.info("pod denied", extra={**extra, "denial": admission.denial})
             return admission.review, "denied"
         log.log(level, "pod admitted", extra=extra)
+        if notices is not None and decision.skipped_root is not None and not req.get("dryRun"):
+            notices.tell(decision.skipped_root, decision.reasons[-1])
         return admission.review, "patched" if admission.patch else "allowed"
 
     def check(req: dict) -> tuple[dict, str]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import socket
 import ssl
 import tempfile
 import threading
@@ -38,6 +39,7 @@ from certs.reload import pair_problem, reloading_context
 from gang.config import Config
 from gang.objects import LookupFailed
 from kube.client import new_api_client
+from kube.events import EventRecorder
 from kube.fresh_roots import FALLBACK_TTL_SECONDS as ROOT_FALLBACK_TTL_SECONDS
 from kube.fresh_roots import FreshRoots
 from kube.namespaces import FALLBACK_TTL_SECONDS, ListedNamespaces, WatchedNamespaces
@@ -123,6 +125,7 @@ def build_app(config: Config) -> Any:
     namespaces and roots, and checks."""
     from webhook.app import create_app
     from webhook.metrics import APISERVER_REACHABLE, record_cache_size, record_read
+    from webhook.skips import SkipNotices
 
     api = ApiSource(api_client(config, retries=0), config.api_timeout_seconds, on_read=record_read, retries=1)
     owners = CachedSource(api, config.owner_cache_ttl_seconds, config.owner_cache_max_entries,
@@ -134,7 +137,9 @@ def build_app(config: Config) -> Any:
                                CachedSource(ListedNamespaces(api), FALLBACK_TTL_SECONDS,
                                             config.owner_cache_max_entries)).start()
     apiserver = ApiserverWatch(api.ping, lambda up: APISERVER_REACHABLE.set(1 if up else 0)).start()
-    app = create_app(config, source, Readiness(config, apiserver))
+    notices = SkipNotices(EventRecorder(api_client(config), controller="kubenexus-webhook",
+                                        instance=f"{socket.gethostname()}_{os.getpid()}"))
+    app = create_app(config, source, Readiness(config, apiserver), notices)
     # What is loaded by now (modules, the app, the API client) lives as long as the worker: out of the collector's
     # sight, its full passes walk only what requests leave behind.
     gc.freeze()
