@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from cluster import deletion, events, tables
+from cluster import deletion, events, priority, tables
 from cluster.admission import Request, User, WebhookAdmission, validate_webhook_configuration
 from cluster.audit import AuditLog, request_info
-from cluster.defaults import apply_defaults, label_namespace_name, scheduling_gated_condition
+from cluster.defaults import apply_defaults, default_priority_class, label_namespace_name, scheduling_gated_condition
 from cluster.patches import PatchError, apply_patch
 from cluster.rbac import review_errors, review_status, stored_policy
 from cluster.resources import Registry, Resource, from_crd
@@ -34,6 +34,7 @@ from cluster.validation.errors import invalid_message
 from cluster.validation.meta import validate_object_meta
 from cluster.validation.pod import validate_pod_create
 from cluster.validation.pod_update import validate_pod_update
+from cluster.validation.priority_class import validate_priority_class, validate_priority_class_update
 
 KUBERNETES_VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.0-kubenexus-emulator",
                       "gitCommit": "emulator", "gitTreeState": "clean", "buildDate": "2026-11-22T00:00:00Z",
@@ -376,6 +377,8 @@ class ApiServer:
             raise ApiError(400, "BadRequest", "; ".join(undecodable))
         if is_pod:
             errors = validate_pod_create(obj) if old is None else validate_pod_update(old, obj)
+        elif (resource.group, resource.kind) == (priority.GROUP, "PriorityClass"):
+            errors = validate_priority_class(obj) if old is None else validate_priority_class_update(obj, old)
         elif subresource == "status":
             errors = []  # the metadata is the stored one's
         else:
@@ -476,6 +479,8 @@ class ApiServer:
             meta["name"] = target.name
             if resource.kind == "Namespace" and not resource.group:
                 label_namespace_name(new)
+            if (resource.group, resource.kind) == (priority.GROUP, "PriorityClass"):
+                default_priority_class(new)
             # A resourceVersion the patch itself sets is a precondition (409 on mismatch, no retry).
             pinned = not put and meta.get("resourceVersion") not in (None, "", current["metadata"]["resourceVersion"])
             if not put and not pinned:
@@ -504,6 +509,8 @@ class ApiServer:
         resource = target.resource
         stored = self._stored(resource)
         current = self._out(resource, self.store.get(stored, target.namespace, target.name))
+        if (resource.group, resource.plural) == (priority.GROUP, priority.PLURAL):
+            priority.refuse_system_deletion(target.name)
         _, warnings = self._admit(Request("DELETE", resource, "", target.namespace, target.name, None, current,
                                           user, dry_run))
         warnings = warnings + deletion.warnings_for(resource, options)

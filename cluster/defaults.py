@@ -102,6 +102,12 @@ def scheduling_gated_condition(pod: Obj) -> None:
                                           "message": "Scheduling is blocked due to non-empty scheduling gates"}]
 
 
+def default_priority_class(obj: Obj) -> None:
+    """``SetDefaults_PriorityClass``, on every write (an update that omits preemptionPolicy means the default, not a
+    change of the immutable field)."""
+    obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
+
+
 def apply_defaults(kind: str, group: str, obj: Obj) -> None:
     """Fill in defaults in place, for the built-in kinds we serve (on create; for pods also the
     DefaultTolerationSeconds admission plugin, which runs before the admission webhooks)."""
@@ -127,6 +133,8 @@ def apply_defaults(kind: str, group: str, obj: Obj) -> None:
         spec.setdefault("suspend", False)
         if isinstance(spec.get("template"), dict) and isinstance(spec["template"].get("spec"), dict):
             _pod_spec(spec["template"]["spec"])
+    elif group == "scheduling.k8s.io" and kind == "PriorityClass":
+        default_priority_class(obj)
     elif group == "apps" and kind == "StatefulSet" and isinstance(spec, dict):
         spec.setdefault("replicas", 1)
         spec.setdefault("podManagementPolicy", "OrderedReady")

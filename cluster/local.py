@@ -23,6 +23,7 @@ from cluster.defaults import NAMESPACE_NAME_LABEL
 from cluster.gc import GarbageCollector
 from cluster.http import ApiHttpServer, Latency, write_kubeconfig
 from cluster.pki import write_serving_files
+from cluster.priority import GROUP, PLURAL, system_priority_classes
 from cluster.resources import Registry
 from cluster.store import ApiError, Store
 
@@ -80,11 +81,14 @@ class LocalCluster:
     def _seed(self, nodes: list[NodeSpec | dict[str, Any]]) -> None:
         namespaces = self.registry.get("", "v1", "namespaces")
         node_resource = self.registry.get("", "v1", "nodes")
-        assert namespaces is not None and node_resource is not None
+        priority_classes = self.registry.get(GROUP, "v1", PLURAL)
+        assert namespaces is not None and node_resource is not None and priority_classes is not None
         for name in SYSTEM_NAMESPACES:
             self.store.create(namespaces, {"metadata": {"name": name, "labels": {NAMESPACE_NAME_LABEL: name}},
                                            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}},
                               None)
+        for priority_class in system_priority_classes():  # the apiserver's post-start hook creates them
+            self.store.create(priority_classes, priority_class, None)
         for node in nodes:
             self.store.create(node_resource, node.node() if isinstance(node, NodeSpec) else node, None)
 

@@ -66,6 +66,7 @@ BUILTIN = (
                               "regarding.name", "regarding.uid", "regarding.apiVersion", "regarding.resourceVersion",
                               "regarding.fieldPath", "reportingController", "source", "reason", "type")),
     Resource("coordination.k8s.io", "v1", "Lease", "leases"),
+    Resource("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", namespaced=False, short_names=("pc",)),
     Resource("batch", "v1", "Job", "jobs", subresources=("status",)),
     Resource("apps", "v1", "StatefulSet", "statefulsets", short_names=("sts",), subresources=("status",)),
     # No controllers act on these (no ReplicaSets or pods from Deployments, no disruption accounting, no network
