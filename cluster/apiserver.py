@@ -9,6 +9,7 @@ mutating admission, validation, validating admission, persistence.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 import time
@@ -73,9 +74,10 @@ class ApiServer:
         self.authorizer: Any = None  # cluster.rbac.StoreAuthorizer once RBAC is enforced for some users
 
     def _admit(self, req: Request) -> tuple[Obj | None, list[str]]:
-        """Mutating webhooks, the strategy's PrepareForCreate and built-in validation, validating webhooks: the
-        apiserver's order."""
-        obj, warnings = self.admission.mutate(req)
+        """The built-in Priority plugin then the mutating webhooks, the strategy's PrepareForCreate and built-in
+        validation, the Priority plugin then the validating webhooks: the apiserver's order."""
+        prioritized = priority.admit(req, self._priority_classes())
+        obj, warnings = self.admission.mutate(dataclasses.replace(req, obj=prioritized))
         if obj is not None and req.operation == "CREATE" and not req.subresource:
             _prepare_for_create(req.resource, obj)
         custom = not req.resource.builtin and req.resource.schema is not None
@@ -84,9 +86,17 @@ class ApiServer:
         if obj is not None and req.operation in ("CREATE", "UPDATE") and (
                 req.subresource not in ("status", "binding") or (custom and req.subresource == "status")):
             self._validate(req.resource, obj, req.old, req.subresource)
-        warnings += self.admission.validate(Request(req.operation, req.resource, req.subresource, req.namespace,
-                                                    req.name, obj, req.old, req.user, req.dry_run))
+        admitted = dataclasses.replace(req, obj=obj)
+        if priority.is_priority_class(admitted):
+            priority.validate(admitted, self._priority_classes())
+        warnings += self.admission.validate(admitted)
         return obj, warnings
+
+    def _priority_classes(self) -> list[Obj]:
+        """The Priority plugin's lister: the PriorityClasses stored now."""
+        resource = self.registry.get(priority.GROUP, "v1", priority.PLURAL)
+        assert resource is not None
+        return self.store.items(resource)
 
     # --- entry point -------------------------------------------------------------------
 

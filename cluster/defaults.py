@@ -110,12 +110,12 @@ def default_priority_class(obj: Obj) -> None:
 
 def apply_defaults(kind: str, group: str, obj: Obj) -> None:
     """Fill in defaults in place, for the built-in kinds we serve (on create; for pods also the
-    DefaultTolerationSeconds admission plugin, which runs before the admission webhooks)."""
+    DefaultTolerationSeconds admission plugin, which runs before the admission webhooks; a pod's priority is the
+    Priority admission plugin's, ``cluster/priority.py``)."""
     spec = obj.get("spec")
     if group == "" and kind == "Pod" and isinstance(spec, dict):
         _pod_spec(spec)
         _default_tolerations(spec)
-        spec.setdefault("priority", 0)
         status = obj.setdefault("status", {})
         if isinstance(status, dict):
             status.setdefault("phase", "Pending")

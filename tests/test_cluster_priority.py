@@ -110,3 +110,90 @@ def test_the_printer() -> None:
         ("Name", "string", 0), ("Value", "integer", 0), ("Global-Default", "boolean", 0), ("Age", "string", 0),
         ("PreemptionPolicy", "string", 0)]
     assert table["rows"][0]["cells"] == ["batch", 100, True, "<unknown>", "Never"]
+
+
+# --- the Priority admission plugin ------------------------------------------------------------------------------
+
+PODS = "/api/v1/namespaces/default/pods"
+
+
+def pod(name: str = "p", **spec: Any) -> dict[str, Any]:
+    meta = {"generateName": name} if name.endswith("-") else {"name": name}
+    return {"metadata": meta, "spec": {"containers": [{"name": "c", "image": "busybox"}], **spec}}
+
+
+def test_a_pod_gets_the_value_and_preemption_policy_of_its_class(admin: Client) -> None:
+    admin.create(CLASSES, priority_class("batch", 100, preemptionPolicy="Never"))
+    spec = admin.create(PODS, pod(priorityClassName="batch"))["spec"]
+    assert (spec["priorityClassName"], spec["priority"], spec["preemptionPolicy"]) == ("batch", 100, "Never")
+    spec = admin.create(PODS, pod("critical", priorityClassName="system-node-critical"))["spec"]
+    assert (spec["priority"], spec["preemptionPolicy"]) == (2000001000, "PreemptLowerPriority")
+
+
+def test_a_pod_without_a_class_gets_the_global_default_else_zero(admin: Client) -> None:
+    spec = admin.create(PODS, pod("before"))["spec"]
+    assert ("priorityClassName" in spec, spec["priority"], spec["preemptionPolicy"]) == (
+        False, 0, "PreemptLowerPriority")
+    admin.create(CLASSES, priority_class("standard", 10, globalDefault=True, preemptionPolicy="Never"))
+    spec = admin.create(PODS, pod("after"))["spec"]
+    assert (spec["priorityClassName"], spec["priority"], spec["preemptionPolicy"]) == ("standard", 10, "Never")
+
+
+def test_an_unknown_class_is_forbidden_naming_the_pod_or_its_generate_name(admin: Client) -> None:
+    error = refusal(lambda: admin.create(PODS, pod(priorityClassName="gold")))
+    assert (error.code, error.message) == (403, 'pods "p" is forbidden: no PriorityClass with name gold was found')
+    error = refusal(lambda: admin.create(PODS, pod("worker-", priorityClassName="gold")))
+    assert error.message == 'pods "worker-" is forbidden: no PriorityClass with name gold was found'
+
+
+def test_a_priority_or_policy_other_than_the_class_s_is_forbidden(admin: Client) -> None:
+    admin.create(CLASSES, priority_class("batch", 100))
+    assert admin.create(PODS, pod("same", priorityClassName="batch", priority=100))["spec"]["priority"] == 100
+    error = refusal(lambda: admin.create(PODS, pod(priorityClassName="batch", priority=7)))
+    assert (error.code, error.message) == (403, 'pods "p" is forbidden: the integer value of priority (7) must not be '
+                                                "provided in pod spec; priority admission controller computed 100 from "
+                                                "the given PriorityClass name")
+    error = refusal(lambda: admin.create(PODS, pod(priority=7)))  # no class: computed 0
+    assert "priority admission controller computed 0" in error.message
+    error = refusal(lambda: admin.create(PODS, pod(priorityClassName="batch", preemptionPolicy="Never")))
+    assert error.message == ('pods "p" is forbidden: the string value of PreemptionPolicy (Never) must not be provided '
+                             "in pod spec; priority admission controller computed PreemptLowerPriority from the given "
+                             "PriorityClass name")
+
+
+def test_an_update_that_omits_the_priority_keeps_it(admin: Client) -> None:
+    admin.create(CLASSES, priority_class("batch", 100))
+    stored = admin.create(PODS, pod(priorityClassName="batch"))
+    for key in ("priority", "preemptionPolicy"):
+        del stored["spec"][key]
+    stored["metadata"]["labels"] = {"updated": "yes"}
+    spec = admin.call("PUT", f"{PODS}/p", stored)["spec"]
+    assert (spec["priority"], spec["preemptionPolicy"]) == (100, "PreemptLowerPriority")
+
+
+def test_only_one_class_may_be_the_global_default(admin: Client) -> None:
+    admin.create(CLASSES, priority_class("first", 10, globalDefault=True))
+    error = refusal(lambda: admin.create(CLASSES, priority_class("second", 20, globalDefault=True)))
+    assert (error.code, error.message) == (403, 'priorityclasses.scheduling.k8s.io "second" is forbidden: '
+                                                "PriorityClass first is already marked as default. Only one default "
+                                                "can exist")
+    admin.create(CLASSES, priority_class("second", 20))
+    error = refusal(lambda: admin.patch(f"{CLASSES}/second", {"globalDefault": True}))
+    assert error.code == 403
+    assert admin.patch(f"{CLASSES}/first", {"description": "still the default"})["globalDefault"] is True
+
+
+def test_the_plugin_resolves_the_priority_before_the_mutating_webhooks_see_the_pod(
+        admin: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Priority is a built-in plugin, ordered before MutatingAdmissionWebhook: a webhook sees the resolved pod."""
+    seen: list[dict[str, Any]] = []
+    webhooks = admin.api.admission
+
+    def mutate(request: Any) -> Any:
+        if request.obj is not None and request.resource.plural == "pods":
+            seen.append(request.obj["spec"])
+        return type(webhooks).mutate(webhooks, request)
+
+    monkeypatch.setattr(webhooks, "mutate", mutate)
+    admin.create(PODS, pod(priorityClassName="system-cluster-critical"))
+    assert [(s["priority"], s["preemptionPolicy"]) for s in seen] == [(2000000000, "PreemptLowerPriority")]
