@@ -1,5 +1,5 @@
 """A whole local cluster in one process: apiserver over TLS, admission, scheduler, kubelets, kube-controller-manager's
-garbage collector, node lifecycle and taint eviction controllers, and the operators.
+garbage collector, node lifecycle, taint eviction and disruption controllers, and the operators.
 
 Tests, ``kubenexus cluster serve`` and ``kubenexus demo`` start one of these; clients reach it
 through the kubeconfig it writes, exactly as they would reach a real cluster. Faults for tests and benchmarks:
@@ -120,14 +120,15 @@ class LocalCluster:
                        start_seconds: float = 0.2, run_seconds: float | None = None,
                        operators: bool = True, node_monitor_grace_seconds: float = 40.0,
                        stop_seconds: float = 0.5) -> None:
-        """Start the scheduler, the kubelets, the node lifecycle and taint eviction controllers and (optionally)
-        the operators; ``stop()`` ends them. (The garbage collector runs from ``start()`` on.)
+        """Start the scheduler, the kubelets, the node lifecycle, taint eviction and disruption controllers and
+        (optionally) the operators; ``stop()`` ends them. (The garbage collector runs from ``start()`` on.)
 
         Pods start ``start_seconds`` after they are bound, (with ``run_seconds``) succeed that long after, and take
         ``stop_seconds`` to stop once deleted. ``node_monitor_grace_seconds`` is kube-controller-manager's
         ``--node-monitor-grace-period`` (40 s in 1.31); the kubelets renew their leases every quarter of it, at
         most every 10 s, as the real ones (10 s against 40 s) do.
         """
+        from cluster.disruption import DisruptionController
         from cluster.kubelet import Kubelet
         from cluster.nodes import NodeLifecycleController, TaintEvictionController
         from cluster.scheduler import Scheduler
@@ -138,6 +139,7 @@ class LocalCluster:
                                        stop_seconds=stop_seconds))
         self.components.append(NodeLifecycleController(self.api, grace_seconds=node_monitor_grace_seconds))
         self.components.append(TaintEvictionController(self.api))
+        self.components.append(DisruptionController(self.api))
         if operators:  # the operators' CRDs come with them, as a Helm chart would install them
             from cluster.controllers import Client
             from cluster.crds import crd_manifests

@@ -69,12 +69,13 @@ BUILTIN = (
     Resource("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", namespaced=False, short_names=("pc",)),
     Resource("batch", "v1", "Job", "jobs", subresources=("status",)),
     Resource("apps", "v1", "StatefulSet", "statefulsets", short_names=("sts",), subresources=("status",)),
-    # No controllers act on these (no ReplicaSets or pods from Deployments, no disruption accounting, no network
-    # policy enforcement); they are served so that the product's manifests (deploy/) apply as to a real cluster.
-    # RBAC objects are what LocalCluster.enforce_rbac evaluates (cluster/rbac.py).
-    Resource("apps", "v1", "Deployment", "deployments", short_names=("deploy",), subresources=("status",)),
+    # The disruption controller keeps PodDisruptionBudgets' status (cluster/disruption.py).
     Resource("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", short_names=("pdb",),
              subresources=("status",)),
+    # No controllers act on these (no ReplicaSets or pods from Deployments, no network policy enforcement); they are
+    # served so that the product's manifests (deploy/) apply as to a real cluster.
+    # RBAC objects are what LocalCluster.enforce_rbac evaluates (cluster/rbac.py).
+    Resource("apps", "v1", "Deployment", "deployments", short_names=("deploy",), subresources=("status",)),
     Resource("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", short_names=("netpol",)),
     Resource("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", namespaced=False),
     Resource("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False),
