@@ -49,7 +49,7 @@ _POD_FIELDS = ("metadata.name", "metadata.namespace", "spec.nodeName", "status.p
 BUILTIN = (
     Resource("", "v1", "Namespace", "namespaces", namespaced=False, short_names=("ns",), subresources=("status",)),
     Resource("", "v1", "Node", "nodes", namespaced=False, short_names=("no",), subresources=("status",)),
-    Resource("", "v1", "Pod", "pods", short_names=("po",), subresources=("status", "binding"),
+    Resource("", "v1", "Pod", "pods", short_names=("po",), subresources=("status", "binding", "eviction"),
              field_selectors=_POD_FIELDS),
     Resource("", "v1", "Event", "events", short_names=("ev",),
              field_selectors=("metadata.name", "metadata.namespace", "involvedObject.name", "involvedObject.kind",

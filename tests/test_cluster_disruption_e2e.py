@@ -63,3 +63,27 @@ def test_the_disruption_controller_keeps_the_budget_s_status(core: client.CoreV1
     assert (status.expected_pods, status.desired_healthy, status.current_healthy) == (3, 2, 3)
     assert [(c.type, c.status, c.reason) for c in status.conditions] == [
         ("DisruptionAllowed", "True", "SufficientPods")]
+
+
+def test_evictions_honour_the_budget_and_the_pod_terminates(core: client.CoreV1Api, policy: client.PolicyV1Api,
+                                                            ns: str) -> None:
+    """The first eviction uses the one disruption allowed (the pod is recorded, terminates, and is gone); the
+    next is refused with 429 while the budget is short."""
+    first, second, _ = running_pods(core, ns, 3)
+    policy.create_namespaced_pod_disruption_budget(ns, {"metadata": {"name": "web"}, "spec": {
+        "minAvailable": 2, "selector": {"matchLabels": APP}}})
+    allowed(policy, ns, 1)
+
+    def evict(name: str) -> None:
+        core.create_namespaced_pod_eviction(name, ns, {"apiVersion": "policy/v1", "kind": "Eviction",
+                                                       "metadata": {"name": name}})
+
+    evict(first)
+    with pytest.raises(client.ApiException) as refused:
+        evict(second)
+    assert refused.value.status == 429
+    wait_for(lambda: first not in {p.metadata.name for p in core.list_namespaced_pod(ns).items}, TIMEOUT,
+             f"{first} gone")
+    status = wait_for(lambda: (s := policy.read_namespaced_pod_disruption_budget("web", ns).status).expected_pods == 2
+                      and s, TIMEOUT, "the evicted pod out of the budget")
+    assert (status.current_healthy, status.disruptions_allowed, status.disrupted_pods) == (2, 0, None)
