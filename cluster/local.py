@@ -119,21 +119,23 @@ class LocalCluster:
     def run_components(self, scheduler_names: tuple[str, ...] = ("default-scheduler", "kubenexus-scheduler"),
                        start_seconds: float = 0.2, run_seconds: float | None = None,
                        operators: bool = True, node_monitor_grace_seconds: float = 40.0,
-                       stop_seconds: float = 0.5) -> None:
+                       stop_seconds: float = 0.5, preemption: bool = False) -> None:
         """Start the scheduler, the kubelets, the node lifecycle, taint eviction and disruption controllers and
         (optionally) the operators; ``stop()`` ends them. (The garbage collector runs from ``start()`` on.)
 
         Pods start ``start_seconds`` after they are bound, (with ``run_seconds``) succeed that long after, and take
         ``stop_seconds`` to stop once deleted. ``node_monitor_grace_seconds`` is kube-controller-manager's
         ``--node-monitor-grace-period`` (40 s in 1.31); the kubelets renew their leases every quarter of it, at
-        most every 10 s, as the real ones (10 s against 40 s) do.
+        most every 10 s, as the real ones (10 s against 40 s) do. ``preemption`` enables the scheduler's
+        DefaultPreemption (``cluster/preemption.py``), as kube-scheduler's default profile has it; without it the
+        scheduler runs a profile with no PostFilter plugin (pods wait, nothing is preempted).
         """
         from cluster.disruption import DisruptionController
         from cluster.kubelet import Kubelet
         from cluster.nodes import NodeLifecycleController, TaintEvictionController
         from cluster.scheduler import Scheduler
 
-        self.components.append(Scheduler(self.api, scheduler_names))
+        self.components.append(Scheduler(self.api, scheduler_names, preemption=preemption))
         self.components.append(Kubelet(self.api, start_seconds=start_seconds, run_seconds=run_seconds,
                                        lease_renew_seconds=min(10.0, node_monitor_grace_seconds / 4),
                                        stop_seconds=stop_seconds))

@@ -14,6 +14,7 @@ eviction subresource (``cluster/eviction.py``) and the scheduler's preemption (`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from cluster.selectors import SelectorError, selector_from_dict
@@ -23,7 +24,7 @@ DISRUPTION_ALLOWED = "DisruptionAllowed"
 SUFFICIENT_PODS, INSUFFICIENT_PODS, SYNC_FAILED = "SufficientPods", "InsufficientPods", "SyncFailed"
 
 
-def selects(pdb: Obj, pod: Obj, empty_matches: bool = True) -> bool:
+def selects(pdb: Mapping[str, Any], pod: Mapping[str, Any], empty_matches: bool = True) -> bool:
     """Whether ``pdb`` covers ``pod`` (``empty_matches=False``: preemption's reading of an empty selector)."""
     if (pdb.get("metadata") or {}).get("namespace") != (pod.get("metadata") or {}).get("namespace"):
         return False
@@ -36,7 +37,7 @@ def selects(pdb: Obj, pod: Obj, empty_matches: bool = True) -> bool:
         return False
 
 
-def is_pod_ready(pod: Obj) -> bool:
+def is_pod_ready(pod: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (pod.get("status") or {}).get("conditions") or [])
 
