@@ -78,8 +78,8 @@ class ApiServer:
     def _admit(self, req: Request) -> tuple[Obj | None, list[str]]:
         """The built-in Priority plugin then the mutating webhooks, the strategy's PrepareForCreate and built-in
         validation, the Priority plugin then the validating webhooks: the apiserver's order."""
-        prioritized = priority.admit(req, self._priority_classes())
-        obj, warnings = self.admission.mutate(dataclasses.replace(req, obj=prioritized))
+        priority.admit(req, self._priority_classes)  # the request's own object, changed in place
+        obj, warnings = self.admission.mutate(req)
         if obj is not None and req.operation == "CREATE" and not req.subresource:
             _prepare_for_create(req.resource, obj)
         custom = not req.resource.builtin and req.resource.schema is not None
@@ -89,8 +89,7 @@ class ApiServer:
                 req.subresource not in ("status", "binding", "eviction") or (custom and req.subresource == "status")):
             self._validate(req.resource, obj, req.old, req.subresource)
         admitted = dataclasses.replace(req, obj=obj)
-        if priority.is_priority_class(admitted):
-            priority.validate(admitted, self._priority_classes())
+        priority.validate(admitted, self._priority_classes)
         warnings += self.admission.validate(admitted)
         return obj, warnings
 

@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-import copy
+from collections.abc import Callable
 from typing import Any
 
 from cluster.admission import Request
@@ -43,7 +43,7 @@ def system_priority_classes() -> list[Obj]:
             for name, (value, description) in SYSTEM_PRIORITY_CLASSES.items()]
 
 
-def is_priority_class(request: Request) -> bool:
+def _is_priority_class(request: Request) -> bool:
     return (request.resource.group, request.resource.plural) == (GROUP, PLURAL)
 
 
@@ -67,29 +67,29 @@ def default_class(classes: list[Obj]) -> Obj | None:
     return min(defaults, key=lambda c: c.get("value") or 0) if defaults else None
 
 
-def admit(request: Request, classes: list[Obj]) -> Obj | None:
-    """The plugin's ``Admit``: the pod as it goes on to the webhooks (a copy; other objects unchanged)."""
-    obj = request.obj
-    if obj is None or request.subresource or not _is_pod(request) or request.operation not in ("CREATE", "UPDATE"):
-        return obj
-    pod = copy.deepcopy(obj)
+def admit(request: Request, classes: Callable[[], list[Obj]]) -> None:
+    """The plugin's ``Admit``: resolves the priority of the pod under admission, in place (``classes`` read only
+    for pods)."""
+    pod = request.obj
+    if pod is None or request.subresource or not _is_pod(request) or request.operation not in ("CREATE", "UPDATE"):
+        return
     spec: dict[str, Any] = pod.setdefault("spec", {})
     if request.operation == "UPDATE":
         old = (request.old or {}).get("spec") or {}
         for key in ("priority", "preemptionPolicy"):
             if spec.get(key) is None and old.get(key) is not None:
                 spec[key] = old[key]
-        return pod
+        return
     name = spec.get("priorityClassName") or ""
     priority: int = 0
     policy: str | None = PREEMPT_LOWER_PRIORITY
     if not name:
-        chosen = default_class(classes)
+        chosen = default_class(classes())
         if chosen is not None:
             priority, policy = chosen.get("value") or 0, chosen.get("preemptionPolicy")
             spec["priorityClassName"] = chosen["metadata"]["name"]
     else:
-        found = next((c for c in classes if c["metadata"]["name"] == name), None)
+        found = next((c for c in classes() if c["metadata"]["name"] == name), None)
         if found is None:
             raise _forbidden(request, pod, f"no PriorityClass with name {name} was found")
         priority, policy = found.get("value") or 0, found.get("preemptionPolicy")
@@ -104,16 +104,15 @@ def admit(request: Request, classes: list[Obj]) -> Obj | None:
                                            f"not be provided in pod spec; priority admission controller computed "
                                            f"{policy} from the given PriorityClass name")
         spec["preemptionPolicy"] = policy
-    return pod
 
 
-def validate(request: Request, classes: list[Obj]) -> None:
+def validate(request: Request, classes: Callable[[], list[Obj]]) -> None:
     """The plugin's ``Validate``: at most one globalDefault PriorityClass (updating the default itself is fine)."""
     obj = request.obj
-    if obj is None or request.subresource or not is_priority_class(request) or not obj.get("globalDefault") \
+    if obj is None or request.subresource or not _is_priority_class(request) or not obj.get("globalDefault") \
             or request.operation not in ("CREATE", "UPDATE"):
         return
-    current = default_class(classes)
+    current = default_class(classes())
     if current is not None and (request.operation == "CREATE"
                                 or current["metadata"]["name"] != (obj.get("metadata") or {}).get("name")):
         raise _forbidden(request, obj, f"PriorityClass {current['metadata']['name']} is already marked as default. "
