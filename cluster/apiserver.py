@@ -32,6 +32,7 @@ from cluster.validation.binding import validate_binding
 from cluster.validation.crd import validate_crd
 from cluster.validation.decode import decode_errors
 from cluster.validation.errors import invalid_message
+from cluster.validation.job import validate_job_policies
 from cluster.validation.meta import validate_object_meta
 from cluster.validation.pod import validate_pod_create
 from cluster.validation.pod_update import validate_pod_update
@@ -400,6 +401,8 @@ class ApiServer:
         else:
             errors = validate_object_meta(obj, resource.namespaced,
                                           dns_label_name=resource.kind == "Namespace")
+            if (resource.group, resource.kind) == ("batch", "Job"):
+                errors += validate_job_policies(obj)
         if not resource.builtin and resource.schema is not None:
             # The object as it will be stored (the strategy's PrepareForUpdate): its status kept, or only its status
             # taken, per the status subresource.

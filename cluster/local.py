@@ -1,5 +1,5 @@
 """A whole local cluster in one process: apiserver over TLS, admission, scheduler, kubelets, kube-controller-manager's
-garbage collector, node lifecycle, taint eviction and disruption controllers, and the operators.
+garbage collectors (of owners, of pods), node lifecycle, taint eviction and disruption controllers, and the operators.
 
 Tests, ``kubenexus cluster serve`` and ``kubenexus demo`` start one of these; clients reach it
 through the kubeconfig it writes, exactly as they would reach a real cluster. Faults for tests and benchmarks:
@@ -119,9 +119,11 @@ class LocalCluster:
     def run_components(self, scheduler_names: tuple[str, ...] = ("default-scheduler", "kubenexus-scheduler"),
                        start_seconds: float = 0.2, run_seconds: float | None = None,
                        operators: bool = True, node_monitor_grace_seconds: float = 40.0,
-                       stop_seconds: float = 0.5, preemption: bool = False) -> None:
-        """Start the scheduler, the kubelets, the node lifecycle, taint eviction and disruption controllers and
-        (optionally) the operators; ``stop()`` ends them. (The garbage collector runs from ``start()`` on.)
+                       stop_seconds: float = 0.5, preemption: bool = False,
+                       pod_gc_seconds: float = 20.0) -> None:
+        """Start the scheduler, the kubelets, the node lifecycle, taint eviction and disruption controllers, the
+        pod garbage collector (every ``pod_gc_seconds``, kube-controller-manager's 20 s) and (optionally) the
+        operators; ``stop()`` ends them. (The garbage collector of owners runs from ``start()`` on.)
 
         Pods start ``start_seconds`` after they are bound, (with ``run_seconds``) succeed that long after, and take
         ``stop_seconds`` to stop once deleted. ``node_monitor_grace_seconds`` is kube-controller-manager's
@@ -133,6 +135,7 @@ class LocalCluster:
         from cluster.disruption import DisruptionController
         from cluster.kubelet import Kubelet
         from cluster.nodes import NodeLifecycleController, TaintEvictionController
+        from cluster.podgc import PodGC
         from cluster.scheduler import Scheduler
 
         self.components.append(Scheduler(self.api, scheduler_names, preemption=preemption))
@@ -142,6 +145,7 @@ class LocalCluster:
         self.components.append(NodeLifecycleController(self.api, grace_seconds=node_monitor_grace_seconds))
         self.components.append(TaintEvictionController(self.api))
         self.components.append(DisruptionController(self.api))
+        self.components.append(PodGC(self.api, pod_gc_seconds))
         if operators:  # the operators' CRDs come with them, as a Helm chart would install them
             from cluster.controllers import Client
             from cluster.crds import crd_manifests
