@@ -603,10 +603,10 @@ class ApiServer:
                                               "on the request")
         if meta.get("name") != target.name:
             raise ApiError(400, "BadRequest", "name in URL does not match name in Eviction object")
-        options = deletion.delete_options(body.get("deleteOptions") or {}, {})
-        dry_run = dry_run or options.get("dryRun") == ["All"]
-        self._admit(Request("CREATE", target.resource, "eviction", target.namespace, target.name, body, None, user,
-                            dry_run))
+        dry_run = dry_run or (body.get("deleteOptions") or {}).get("dryRun") == ["All"]
+        admitted, warnings = self._admit(Request("CREATE", target.resource, "eviction", target.namespace,
+                                                 target.name, body, None, user, dry_run))
+        options = deletion.delete_options((admitted or body).get("deleteOptions") or {}, {})
         pinned = bool((options.get("preconditions") or {}).get("resourceVersion"))
         for attempt in range(eviction.RETRIES):  # only a conflict (and no resourceVersion of the caller's) retries
             pod = self.store.get(target.resource, target.namespace, target.name)
@@ -615,7 +615,7 @@ class ApiServer:
             try:
                 self._disrupt(target, _with_preconditions(options, resourceVersion=pod["metadata"]["resourceVersion"])
                               if eviction.should_enforce_resource_version(pod) and not pinned else options, dry_run)
-                return Response(201, dict(eviction.SUCCESS))
+                return Response(201, dict(eviction.SUCCESS), warnings=warnings)
             except ApiError as exc:
                 if exc.code != 409 or pinned or attempt == eviction.RETRIES - 1:
                     raise
@@ -624,7 +624,7 @@ class ApiServer:
         covering = eviction.budgets(pod, self.store.list(pdbs_resource, target.namespace)[0])
         if len(covering) > 1:
             return Response(500, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                                  "message": eviction.MULTIPLE_BUDGETS, "code": 500})
+                                  "message": eviction.MULTIPLE_BUDGETS, "code": 500}, warnings=warnings)
         unhealthy = bool(covering) and eviction.unhealthy_may_go(pod, covering[0])
         if covering and not unhealthy:
             self._use_budget(Target(pdbs_resource, target.namespace, covering[0]["metadata"]["name"], "status"),
@@ -636,7 +636,7 @@ class ApiServer:
             if exc.code == 409 and unhealthy and not pinned:
                 raise eviction.still_processing(covering[0]["metadata"]["name"]) from None
             raise
-        return Response(201, dict(eviction.SUCCESS))
+        return Response(201, dict(eviction.SUCCESS), warnings=warnings)
 
     def _use_budget(self, target: Target, pod_name: str, dry_run: bool) -> None:
         """``checkAndDecrement`` against the budget as stored, again from the fresh one after a conflict; the status
