@@ -6,62 +6,23 @@ test standing in for the kubelet."""
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from cluster import tables
-from cluster.controllers import Client
-from cluster.disruption import DisruptionController, DisruptionError, count_healthy, disrupted_pods, scaled
-from cluster.local import ADMIN, LocalCluster
+from cluster.disruption import DisruptionError, count_healthy, disrupted_pods, scaled
+from cluster.local import LocalCluster
 from cluster.pdb import selects, with_disruption_allowed
 from cluster.store import now
+from tests.support.budgets import APP, NS, PDBS, PODS, Budgets
 
 pytestmark = pytest.mark.unit
 
-NS = "default"
-PODS, PDBS = f"/api/v1/namespaces/{NS}/pods", f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets"
-APP = {"app": "web"}
-
-
-@dataclass
-class World:
-    cluster: LocalCluster
-    admin: Client
-    controller: DisruptionController
-
-    def pod(self, name: str, ready: bool = True, labels: dict[str, str] | None = None,
-            owner: dict[str, Any] | None = None) -> dict[str, Any]:
-        meta: dict[str, Any] = {"name": name, "labels": APP if labels is None else labels}
-        if owner is not None:
-            meta["ownerReferences"] = [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
-                                        "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
-                                        "controller": True}]
-        self.admin.create(PODS, {"metadata": meta, "spec": {"containers": [{"name": "c", "image": "i"}]}})
-        return self.admin.patch(f"{PODS}/{name}/status", {"status": {"phase": "Running", "conditions": [
-            {"type": "Ready", "status": "True" if ready else "False"}]}})
-
-    def budget(self, name: str = "budget", selector: Any = APP, **spec: Any) -> dict[str, Any]:
-        body = {"metadata": {"name": name}, "spec": {**spec}}
-        if selector is not None:
-            body["spec"]["selector"] = {"matchLabels": selector}
-        return self.admin.create(PDBS, body)
-
-    def status(self, name: str = "budget") -> dict[str, Any]:
-        self.controller.reconcile()
-        return self.admin.call("GET", f"{PDBS}/{name}").get("status") or {}
-
-    def events(self, reason: str) -> list[str]:
-        return [e["message"] for e in self.admin.call("GET", f"/api/v1/namespaces/{NS}/events")["items"]
-                if e["reason"] == reason]
-
 
 @pytest.fixture
-def world() -> Iterator[World]:
-    cluster = LocalCluster()
-    yield World(cluster, Client(cluster.api, ADMIN), DisruptionController(cluster.api))
+def world() -> Budgets:
+    return Budgets()
 
 
 def counts(status: dict[str, Any]) -> tuple[int, int, int, int]:
@@ -128,7 +89,7 @@ def test_the_disruption_allowed_condition_moves_only_when_its_status_does() -> N
 # --- the controller ---------------------------------------------------------------------------------------------
 
 
-def test_min_available_as_an_integer_counts_the_ready_pods_selected(world: World) -> None:
+def test_min_available_as_an_integer_counts_the_ready_pods_selected(world: Budgets) -> None:
     for name in ("a", "b", "c"):
         world.pod(name)
     world.pod("other", labels={"app": "db"})
@@ -141,7 +102,7 @@ def test_min_available_as_an_integer_counts_the_ready_pods_selected(world: World
     assert counts(status) == (3, 2, 2, 0) and allowed_condition(status) == ("False", "InsufficientPods", 1)
 
 
-def test_a_deleting_pod_is_not_healthy_and_a_generation_change_is_observed(world: World) -> None:
+def test_a_deleting_pod_is_not_healthy_and_a_generation_change_is_observed(world: Budgets) -> None:
     for name in ("a", "b", "c"):
         world.pod(name)
     world.admin.patch(f"{PODS}/c", {"metadata": {"finalizers": ["example.com/hold"]}})
@@ -154,7 +115,7 @@ def test_a_deleting_pod_is_not_healthy_and_a_generation_change_is_observed(world
     assert allowed_condition(status) == ("False", "InsufficientPods", 2)
 
 
-def test_nothing_is_written_when_nothing_changed(world: World) -> None:
+def test_nothing_is_written_when_nothing_changed(world: Budgets) -> None:
     world.pod("a")
     world.budget(minAvailable=0)
     version = world.admin.call("GET", f"{PDBS}/budget")["metadata"]["resourceVersion"]
@@ -165,20 +126,20 @@ def test_nothing_is_written_when_nothing_changed(world: World) -> None:
     assert world.admin.call("GET", f"{PDBS}/budget")["metadata"]["resourceVersion"] == written
 
 
-def test_a_budget_that_expects_no_pods_allows_nothing(world: World) -> None:
+def test_a_budget_that_expects_no_pods_allows_nothing(world: Budgets) -> None:
     world.budget(minAvailable=0)
     assert counts(world.status()) == (0, 0, 0, 0)
     assert world.events("NoPods") == ["No matching pods found"]
 
 
-def test_selectors_nil_and_empty(world: World) -> None:
+def test_selectors_nil_and_empty(world: Budgets) -> None:
     world.pod("a", labels={"x": "1"})
     world.budget("none", selector=None, minAvailable=0)
     world.budget("all", selector={}, minAvailable=0)
     assert world.status("none")["expectedPods"] == 0 and world.status("all")["expectedPods"] == 1
 
 
-def test_max_unavailable_scales_over_the_statefulset(world: World) -> None:
+def test_max_unavailable_scales_over_the_statefulset(world: Budgets) -> None:
     sts = world.admin.create(f"/apis/apps/v1/namespaces/{NS}/statefulsets", {
         "metadata": {"name": "db"}, "spec": {"replicas": 4, "serviceName": "db", "selector": {"matchLabels": APP},
                                              "template": {"metadata": {"labels": APP}, "spec": {
@@ -191,7 +152,7 @@ def test_max_unavailable_scales_over_the_statefulset(world: World) -> None:
     assert counts(world.status("percent")) == (4, 3, 3, 0)  # ceil(2.4)
 
 
-def test_a_percentage_over_job_pods_fails_the_sync_safely(world: World) -> None:
+def test_a_percentage_over_job_pods_fails_the_sync_safely(world: Budgets) -> None:
     """A Job has no scale subresource: failSafe writes 0 and SyncFailed, observedGeneration unchanged."""
     job = world.admin.create(f"/apis/batch/v1/namespaces/{NS}/jobs", {"metadata": {"name": "train"}, "spec": {
         "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}})
@@ -208,7 +169,7 @@ def test_a_percentage_over_job_pods_fails_the_sync_safely(world: World) -> None:
         "Failed to calculate the number of expected pods: jobs.batch does not implement the scale subresource"]
 
 
-def test_the_scale_subresource_of_a_custom_resource(world: World) -> None:
+def test_the_scale_subresource_of_a_custom_resource(world: Budgets) -> None:
     crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
            "metadata": {"name": "trainers.example.com"},
            "spec": {"group": "example.com", "scope": "Namespaced",
@@ -227,14 +188,14 @@ def test_the_scale_subresource_of_a_custom_resource(world: World) -> None:
     assert counts(world.status()) == (10, 1, 2, 1)
 
 
-def test_unmanaged_pods_are_left_out_of_a_percentage(world: World) -> None:
+def test_unmanaged_pods_are_left_out_of_a_percentage(world: Budgets) -> None:
     world.pod("loose")
     world.budget(maxUnavailable="50%")
     assert counts(world.status()) == (0, 0, 1, 0)
     assert [m.startswith("Pods selected by this PodDisruptionBudget") for m in world.events("UnmanagedPods")] == [True]
 
 
-def test_disrupted_pods_are_not_healthy_until_they_expire(world: World) -> None:
+def test_disrupted_pods_are_not_healthy_until_they_expire(world: Budgets) -> None:
     for name in ("a", "b"):
         world.pod(name)
     world.budget(minAvailable=1)

@@ -5,64 +5,30 @@ budgets' status computed by running the disruption controller's pass, pods bound
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from cluster.admission import Request, _admission_request
-from cluster.apiserver import Response
 from cluster.audit import request_info
-from cluster.controllers import Client
-from cluster.disruption import DisruptionController
-from cluster.local import ADMIN, LocalCluster
+from cluster.local import ADMIN
 from cluster.rbac import allowed
+from tests.support.budgets import NS, PDBS, PODS, Budgets
 
 pytestmark = pytest.mark.unit
 
-NS = "default"
-PODS, PDBS = f"/api/v1/namespaces/{NS}/pods", f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets"
-APP = {"app": "web"}
-
-
-@dataclass
-class World:
-    cluster: LocalCluster
-    admin: Client
-
-    def pod(self, name: str, ready: bool = True, phase: str = "Running", **meta: Any) -> None:
-        self.admin.create(PODS, {"metadata": {"name": name, "labels": APP, **meta}, "spec": {
-            "terminationGracePeriodSeconds": 30, "containers": [{"name": "c", "image": "i"}]}})
-        if phase != "Pending":
-            self.admin.create(f"{PODS}/{name}/binding", {"metadata": {"name": name},
-                                                         "target": {"kind": "Node", "name": "node-0"}})
-            self.admin.patch(f"{PODS}/{name}/status", {"status": {"phase": phase, "conditions": [
-                {"type": "Ready", "status": "True" if ready else "False"}]}})
-
-    def budget(self, name: str = "web", observed: bool = True, **spec: Any) -> None:
-        self.admin.create(PDBS, {"metadata": {"name": name}, "spec": {"selector": {"matchLabels": APP}, **spec}})
-        if observed:
-            DisruptionController(self.cluster.api).reconcile()
-
-    def evict(self, name: str, query: str = "", **options: Any) -> Response:
-        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}}
-        if options:
-            body["deleteOptions"] = options
-        return self.cluster.api.handle("POST", f"{PODS}/{name}/eviction{query}",
-                                       {"content-type": "application/json"}, json.dumps(body).encode(), ADMIN)
-
-    def get(self, path: str) -> Any:
-        return self.admin.call("GET", path)
-
-    def exists(self, name: str) -> bool:
-        return name in {p["metadata"]["name"] for p in self.get(PODS)["items"]}
-
 
 @pytest.fixture
-def world() -> Iterator[World]:
-    cluster = LocalCluster()
-    yield World(cluster, Client(cluster.api, ADMIN))
+def world() -> Budgets:
+    return Budgets()
+
+
+def get(world: Budgets, path: str) -> Any:
+    return world.admin.call("GET", path)
+
+
+def exists(world: Budgets, name: str) -> bool:
+    return name in {p["metadata"]["name"] for p in get(world, PODS)["items"]}
 
 
 def disruption_target(pod: dict[str, Any]) -> tuple[str, str, str]:
@@ -73,51 +39,51 @@ def disruption_target(pod: dict[str, Any]) -> tuple[str, str, str]:
 SUCCESS = (201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
 
 
-def test_a_granted_eviction_uses_one_disruption_and_deletes_the_pod_gracefully(world: World) -> None:
+def test_a_granted_eviction_uses_one_disruption_and_deletes_the_pod_gracefully(world: Budgets) -> None:
     for name in ("web-0", "web-1"):
         world.pod(name)
-    world.budget(minAvailable=1)
+    world.budget("web", observed=True, minAvailable=1)
     response = world.evict("web-0")
     assert (response.status, response.body) == SUCCESS
-    pod = world.get(f"{PODS}/web-0")
+    pod = get(world, f"{PODS}/web-0")
     assert pod["metadata"]["deletionGracePeriodSeconds"] == 30  # the pod's own grace period
     assert disruption_target(pod) == ("True", "EvictionByEvictionAPI", "Eviction API: evicting")
-    status = world.get(f"{PDBS}/web")["status"]
+    status = get(world, f"{PDBS}/web")["status"]
     assert status["disruptionsAllowed"] == 0 and set(status["disruptedPods"]) == {"web-0"}
     assert [(c["type"], c["status"], c["reason"]) for c in status["conditions"]] == [
         ("DisruptionAllowed", "False", "InsufficientPods")]
 
 
-def test_the_eviction_s_delete_options_apply(world: World) -> None:
+def test_the_eviction_s_delete_options_apply(world: Budgets) -> None:
     world.pod("web-0")
     assert world.evict("web-0", gracePeriodSeconds=5).status == 201
-    assert world.get(f"{PODS}/web-0")["metadata"]["deletionGracePeriodSeconds"] == 5
+    assert get(world, f"{PODS}/web-0")["metadata"]["deletionGracePeriodSeconds"] == 5
 
 
-def test_a_budget_that_allows_no_disruption_refuses_with_429(world: World) -> None:
+def test_a_budget_that_allows_no_disruption_refuses_with_429(world: Budgets) -> None:
     world.pod("web-0")
-    world.budget(minAvailable=1)
+    world.budget("web", observed=True, minAvailable=1)
     response = world.evict("web-0")
     assert response.status == 429 and response.body == {
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "code": 429,
         "reason": "TooManyRequests", "message": "Cannot evict pod as it would violate the pod's disruption budget.",
         "details": {"causes": [{"reason": "DisruptionBudget",
                                 "message": "The disruption budget web needs 1 healthy pods and has 1 currently"}]}}
-    assert world.exists("web-0") and "deletionTimestamp" not in world.get(f"{PODS}/web-0")["metadata"]
+    assert exists(world, "web-0") and "deletionTimestamp" not in get(world, f"{PODS}/web-0")["metadata"]
 
 
-def test_a_budget_not_yet_observed_asks_to_retry_in_10_seconds(world: World) -> None:
+def test_a_budget_not_yet_observed_asks_to_retry_in_10_seconds(world: Budgets) -> None:
     world.pod("web-0")
-    world.budget(minAvailable=0, observed=False)
+    world.budget("web", minAvailable=0)
     response = world.evict("web-0")
     assert response.status == 429 and response.body is not None
     assert response.body["details"] == {"retryAfterSeconds": 10, "causes": [
         {"reason": "DisruptionBudget", "message": "The disruption budget web is still being processed by the server."}]}
 
 
-def test_a_negative_budget_is_forbidden(world: World) -> None:
+def test_a_negative_budget_is_forbidden(world: Budgets) -> None:
     world.pod("web-0")
-    world.budget(minAvailable=0)
+    world.budget("web", observed=True, minAvailable=0)
     world.admin.patch(f"{PDBS}/web/status", {"status": {"disruptionsAllowed": -1}})
     response = world.evict("web-0")
     assert response.status == 403 and response.body is not None
@@ -125,58 +91,58 @@ def test_a_negative_budget_is_forbidden(world: World) -> None:
                                         "negative")
 
 
-def test_more_than_one_budget_is_an_error(world: World) -> None:
+def test_more_than_one_budget_is_an_error(world: Budgets) -> None:
     world.pod("web-0")
-    world.budget("one", minAvailable=0)
-    world.budget("two", minAvailable=0)
+    world.budget("one", observed=True, minAvailable=0)
+    world.budget("two", observed=True, minAvailable=0)
     response = world.evict("web-0")
     assert (response.status, response.body) == (500, {
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "code": 500,
         "message": "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."})
-    assert world.exists("web-0")
+    assert exists(world, "web-0")
 
 
 @pytest.mark.parametrize("phase", ["Pending", "Succeeded", "Failed"])
-def test_a_pod_that_is_not_running_is_deleted_without_looking_at_budgets(world: World, phase: str) -> None:
+def test_a_pod_that_is_not_running_is_deleted_without_looking_at_budgets(world: Budgets, phase: str) -> None:
     world.pod("web-0", phase=phase, finalizers=["example.com/hold"])
-    world.budget("one", minAvailable=5)
-    world.budget("two", minAvailable=5)  # two budgets would even be an error
+    world.budget("one", observed=True, minAvailable=5)
+    world.budget("two", observed=True, minAvailable=5)  # two budgets would even be an error
     assert world.evict("web-0").status == 201
-    pod = world.get(f"{PODS}/web-0")
+    pod = get(world, f"{PODS}/web-0")
     assert pod["metadata"]["deletionTimestamp"] and disruption_target(pod)[1] == "EvictionByEvictionAPI"
-    assert "disruptedPods" not in world.get(f"{PDBS}/one")["status"]
+    assert "disruptedPods" not in get(world, f"{PDBS}/one")["status"]
 
 
-def test_an_unready_pod_goes_without_using_a_budget_that_is_met(world: World) -> None:
+def test_an_unready_pod_goes_without_using_a_budget_that_is_met(world: Budgets) -> None:
     for name in ("web-0", "web-1"):
         world.pod(name)
     world.pod("web-2", ready=False)
-    world.budget(minAvailable=2)  # 2 healthy, 2 desired: met, and nothing to spare
-    assert world.evict("web-2").status == 201 and world.get(f"{PODS}/web-2")["metadata"]["deletionTimestamp"]
-    assert world.get(f"{PDBS}/web")["status"].get("disruptedPods") is None
+    world.budget("web", observed=True, minAvailable=2)  # 2 healthy, 2 desired: met, and nothing to spare
+    assert world.evict("web-2").status == 201 and get(world, f"{PODS}/web-2")["metadata"]["deletionTimestamp"]
+    assert get(world, f"{PDBS}/web")["status"].get("disruptedPods") is None
     assert world.evict("web-1").status == 429
 
 
-def test_an_unready_pod_of_an_unmet_budget_needs_a_disruption_unless_always_allowed(world: World) -> None:
+def test_an_unready_pod_of_an_unmet_budget_needs_a_disruption_unless_always_allowed(world: Budgets) -> None:
     world.pod("web-0", ready=False)
-    world.budget(minAvailable=1)  # 0 healthy of 1 desired
+    world.budget("web", observed=True, minAvailable=1)  # 0 healthy of 1 desired
     assert world.evict("web-0").status == 429
     world.admin.patch(f"{PDBS}/web", {"spec": {"unhealthyPodEvictionPolicy": "AlwaysAllow"}})
-    DisruptionController(world.cluster.api).reconcile()
+    world.controller.reconcile()
     assert world.evict("web-0").status == 201
 
 
-def test_a_dry_run_checks_and_changes_nothing(world: World) -> None:
+def test_a_dry_run_checks_and_changes_nothing(world: Budgets) -> None:
     world.pod("web-0")
-    world.budget(minAvailable=0)
+    world.budget("web", observed=True, minAvailable=0)
     assert world.evict("web-0", query="?dryRun=All").status == 201
     assert world.evict("web-0", dryRun=["All"]).status == 201
-    assert "deletionTimestamp" not in world.get(f"{PODS}/web-0")["metadata"]
-    status = world.get(f"{PDBS}/web")["status"]
+    assert "deletionTimestamp" not in get(world, f"{PODS}/web-0")["metadata"]
+    status = get(world, f"{PDBS}/web")["status"]
     assert status["disruptionsAllowed"] == 1 and "disruptedPods" not in status
 
 
-def test_the_eviction_must_name_the_pod(world: World) -> None:
+def test_the_eviction_must_name_the_pod(world: Budgets) -> None:
     world.pod("web-0")
     body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "web-1"}}
     response = world.cluster.api.handle("POST", f"{PODS}/web-0/eviction", {}, json.dumps(body).encode(), ADMIN)
@@ -186,10 +152,10 @@ def test_the_eviction_must_name_the_pod(world: World) -> None:
     assert (missing.status, missing.body and missing.body["message"]) == (404, 'pods "nobody" not found')
 
 
-def test_discovery_rbac_and_admission_know_the_subresource(world: World) -> None:
+def test_discovery_rbac_and_admission_know_the_subresource(world: Budgets) -> None:
     """kubectl drain looks for pods/eviction (kind Eviction, with its group and version) in /api/v1; RBAC grants
     it as ``pods/eviction`` with verb create; webhooks review a policy/v1 Eviction."""
-    (entry,) = [r for r in world.get("/api/v1")["resources"] if r["name"] == "pods/eviction"]
+    (entry,) = [r for r in get(world, "/api/v1")["resources"] if r["name"] == "pods/eviction"]
     assert (entry["group"], entry["version"], entry["kind"], entry["verbs"]) == ("policy", "v1", "Eviction",
                                                                                 ["create"])
     info = request_info("POST", f"{PODS}/web-0/eviction")
