@@ -249,10 +249,21 @@ def validate_webhook_configuration(config: Obj) -> list[str]:
             for error in validate_match_conditions(hook.get("matchConditions"), f"webhooks[{index}].matchConditions")]
 
 
+#: subresources whose request body is another kind than the resource's (AdmissionRequest.kind)
+_SUBRESOURCE_KINDS = {("pods", "binding"): ("", "v1", "Binding"), ("pods", "eviction"): ("policy", "v1", "Eviction")}
+
+
+def _kind(req: Request) -> Obj:
+    """The kind of the object under review: a pods/eviction request reviews a policy/v1 Eviction."""
+    group, version, kind = _SUBRESOURCE_KINDS.get((req.resource.plural, req.subresource),
+                                                  (req.resource.group, req.resource.version, req.resource.kind))
+    return {"group": group, "version": version, "kind": kind}
+
+
 def _admission_request(req: Request) -> Obj:
     """The ``request`` variable: AdmissionRequest as ``CreateAdmissionRequest`` builds it, fields omitted
     when empty as their JSON tags say (so ``has(request.subResource)`` is false without one)."""
-    kind = {"group": req.resource.group, "version": req.resource.version, "kind": req.resource.kind}
+    kind = _kind(req)
     resource = {"group": req.resource.group, "version": req.resource.version, "resource": req.resource.plural}
     user: Obj = {"username": req.user.username}
     if req.user.groups:
@@ -427,7 +438,7 @@ class WebhookAdmission:
         return any(objects.matches(lbl) for lbl in labels) if labels else objects.matches({})
 
     def _review(self, hook: Obj, req: Request, obj: Obj | None) -> Obj:
-        kind = {"group": req.resource.group, "version": req.resource.version, "kind": req.resource.kind}
+        kind = _kind(req)
         resource = {"group": req.resource.group, "version": req.resource.version, "resource": req.resource.plural}
         request = {"uid": str(uuid.uuid4()), "kind": kind, "resource": resource, "requestKind": kind,
                    "requestResource": resource, "name": req.name, "namespace": req.namespace or "",

@@ -9,6 +9,7 @@ mutating admission, validation, validating admission, persistence.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 import time
@@ -17,10 +18,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from cluster import deletion, events, tables
+from cluster import deletion, events, eviction, priority, tables
 from cluster.admission import Request, User, WebhookAdmission, validate_webhook_configuration
 from cluster.audit import AuditLog, request_info
-from cluster.defaults import apply_defaults, label_namespace_name, scheduling_gated_condition
+from cluster.defaults import apply_defaults, default_priority_class, label_namespace_name, scheduling_gated_condition
 from cluster.patches import PatchError, apply_patch
 from cluster.rbac import review_errors, review_status, stored_policy
 from cluster.resources import Registry, Resource, from_crd
@@ -31,14 +32,18 @@ from cluster.validation.binding import validate_binding
 from cluster.validation.crd import validate_crd
 from cluster.validation.decode import decode_errors
 from cluster.validation.errors import invalid_message
+from cluster.validation.job import validate_job_policies
 from cluster.validation.meta import validate_object_meta
 from cluster.validation.pod import validate_pod_create
 from cluster.validation.pod_update import validate_pod_update
+from cluster.validation.priority_class import validate_priority_class, validate_priority_class_update
 
 KUBERNETES_VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.0-kubenexus-emulator",
                       "gitCommit": "emulator", "gitTreeState": "clean", "buildDate": "2026-11-22T00:00:00Z",
                       "goVersion": "go1.23", "compiler": "gc", "platform": "linux/amd64"}
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+#: The apiserver's own client (the eviction subresource's writes of budgets): a privileged user
+LOOPBACK = User("system:apiserver", ("system:authenticated", "system:masters"))
 #: The finalizer a CRD's deletion adds; cluster/crd_finalizer.py deletes its objects, then removes it.
 CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 
@@ -72,8 +77,9 @@ class ApiServer:
         self.authorizer: Any = None  # cluster.rbac.StoreAuthorizer once RBAC is enforced for some users
 
     def _admit(self, req: Request) -> tuple[Obj | None, list[str]]:
-        """Mutating webhooks, the strategy's PrepareForCreate and built-in validation, validating webhooks: the
-        apiserver's order."""
+        """The built-in Priority plugin then the mutating webhooks, the strategy's PrepareForCreate and built-in
+        validation, the Priority plugin then the validating webhooks: the apiserver's order."""
+        priority.admit(req, self._priority_classes)  # the request's own object, changed in place
         obj, warnings = self.admission.mutate(req)
         if obj is not None and req.operation == "CREATE" and not req.subresource:
             _prepare_for_create(req.resource, obj)
@@ -81,11 +87,18 @@ class ApiServer:
         if obj is not None and custom and req.operation in ("CREATE", "UPDATE"):
             obj = schema.prune(obj, req.resource.schema)  # unknown fields and disallowed nulls are dropped
         if obj is not None and req.operation in ("CREATE", "UPDATE") and (
-                req.subresource not in ("status", "binding") or (custom and req.subresource == "status")):
+                req.subresource not in ("status", "binding", "eviction") or (custom and req.subresource == "status")):
             self._validate(req.resource, obj, req.old, req.subresource)
-        warnings += self.admission.validate(Request(req.operation, req.resource, req.subresource, req.namespace,
-                                                    req.name, obj, req.old, req.user, req.dry_run))
+        admitted = dataclasses.replace(req, obj=obj)
+        priority.validate(admitted, self._priority_classes)
+        warnings += self.admission.validate(admitted)
         return obj, warnings
+
+    def _priority_classes(self) -> list[Obj]:
+        """The Priority plugin's lister: the PriorityClasses stored now."""
+        resource = self.registry.get(priority.GROUP, "v1", priority.PLURAL)
+        assert resource is not None
+        return self.store.items(resource)
 
     # --- entry point -------------------------------------------------------------------
 
@@ -151,10 +164,13 @@ class ApiServer:
             listed.append({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind,
                            "verbs": VERBS if r.stored else ["create"], "shortNames": list(r.short_names)})
             for sub in r.subresources:
-                verbs = ["create"] if sub == "binding" else ["get", "patch", "update"]
-                kind = "Binding" if sub == "binding" else r.kind
-                listed.append({"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
-                               "kind": kind, "verbs": verbs})
+                entry = {"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced, "kind": r.kind,
+                         "verbs": ["get", "patch", "update"]}
+                if sub == "binding":
+                    entry.update(kind="Binding", verbs=["create"])
+                elif sub == "eviction":  # kubectl drain finds the Eviction's group and version here
+                    entry.update(group="policy", version="v1", kind="Eviction", verbs=["create"])
+                listed.append(entry)
         return Response(200, {"kind": "APIResourceList", "apiVersion": "v1",
                               "groupVersion": f"{group}/{version}" if group else version, "resources": listed})
 
@@ -253,6 +269,8 @@ class ApiServer:
             return Response(200, obj)
         if method == "POST" and target.subresource == "binding":
             return self._bind(target, _json(body), user)
+        if method == "POST" and target.subresource == "eviction":
+            return self._evict(target, _json(body), user, dry_run)
         if method == "POST" and not target.name:
             return self._create(target, _json(body), user, dry_run)
         if method == "PUT" and target.name:
@@ -376,11 +394,15 @@ class ApiServer:
             raise ApiError(400, "BadRequest", "; ".join(undecodable))
         if is_pod:
             errors = validate_pod_create(obj) if old is None else validate_pod_update(old, obj)
+        elif (resource.group, resource.kind) == (priority.GROUP, "PriorityClass"):
+            errors = validate_priority_class(obj) if old is None else validate_priority_class_update(obj, old)
         elif subresource == "status":
             errors = []  # the metadata is the stored one's
         else:
             errors = validate_object_meta(obj, resource.namespaced,
                                           dns_label_name=resource.kind == "Namespace")
+            if (resource.group, resource.kind) == ("batch", "Job"):
+                errors += validate_job_policies(obj)
         if not resource.builtin and resource.schema is not None:
             # The object as it will be stored (the strategy's PrepareForUpdate): its status kept, or only its status
             # taken, per the status subresource.
@@ -476,6 +498,8 @@ class ApiServer:
             meta["name"] = target.name
             if resource.kind == "Namespace" and not resource.group:
                 label_namespace_name(new)
+            if (resource.group, resource.kind) == (priority.GROUP, "PriorityClass"):
+                default_priority_class(new)
             # A resourceVersion the patch itself sets is a precondition (409 on mismatch, no retry).
             pinned = not put and meta.get("resourceVersion") not in (None, "", current["metadata"]["resourceVersion"])
             if not put and not pinned:
@@ -504,29 +528,15 @@ class ApiServer:
         resource = target.resource
         stored = self._stored(resource)
         current = self._out(resource, self.store.get(stored, target.namespace, target.name))
+        if (resource.group, resource.plural) == (priority.GROUP, priority.PLURAL):
+            priority.refuse_system_deletion(target.name)
         _, warnings = self._admit(Request("DELETE", resource, "", target.namespace, target.name, None, current,
                                           user, dry_run))
         warnings = warnings + deletion.warnings_for(resource, options)
         if dry_run:
             return Response(200, current, warnings=warnings)
-        preconditions = options.get("preconditions") or {}
-        grace = None
-        if resource.kind == "Pod" and not resource.group:  # a pending graceful deletion is only ever shortened
-            grace = options.get("gracePeriodSeconds") if current["metadata"].get("deletionTimestamp") \
-                else deletion.pod_grace_seconds(current, options)
-        cascading = resource.kind != "Namespace" or resource.group  # namespaces have their own deletion
-        finalizers = deletion.gc_finalizers(resource, options) if cascading else None
+        deleted = self._remove(target, current, options)
         is_crd = (resource.group, resource.kind) == ("apiextensions.k8s.io", "CustomResourceDefinition")
-        if is_crd and finalizers is not None:
-            gc_finalizers = finalizers
-
-            def finalizers(obj: Obj) -> list[str]:  # REST.Delete: the cleanup finalizer first of all
-                wanted = gc_finalizers(obj)
-                return wanted if CRD_CLEANUP_FINALIZER in wanted else [CRD_CLEANUP_FINALIZER, *wanted]
-
-        deleted = self._out(resource, self.store.delete(
-            stored, target.namespace, target.name, grace=grace, uid=preconditions.get("uid"),
-            resource_version=preconditions.get("resourceVersion"), finalizers=finalizers))
         if self.store.exists(stored, target.namespace, target.name, deleted["metadata"]["uid"]):
             if is_crd and not current["metadata"].get("deletionTimestamp"):
                 deleted = self._terminating(deleted)
@@ -539,6 +549,29 @@ class ApiServer:
             deleted = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                        "details": {k: v for k, v in details.items() if v}}  # omitempty
         return Response(200, deleted, warnings=warnings)
+
+    def _remove(self, target: Target, current: Obj, options: Obj) -> Obj:
+        """The storage's Delete after admission: preconditions, a pod's grace period (a pending graceful deletion is
+        only ever shortened), the garbage collector's finalizers; the object as deleted or marked."""
+        resource = target.resource
+        preconditions = options.get("preconditions") or {}
+        grace = None
+        if resource.kind == "Pod" and not resource.group:
+            grace = options.get("gracePeriodSeconds") if current["metadata"].get("deletionTimestamp") \
+                else deletion.pod_grace_seconds(current, options)
+        cascading = resource.kind != "Namespace" or resource.group  # namespaces have their own deletion
+        finalizers = deletion.gc_finalizers(resource, options) if cascading else None
+        if (resource.group, resource.kind) == ("apiextensions.k8s.io", "CustomResourceDefinition") \
+                and finalizers is not None:
+            gc_finalizers = finalizers
+
+            def finalizers(obj: Obj) -> list[str]:  # REST.Delete: the cleanup finalizer first of all
+                wanted = gc_finalizers(obj)
+                return wanted if CRD_CLEANUP_FINALIZER in wanted else [CRD_CLEANUP_FINALIZER, *wanted]
+
+        return self._out(resource, self.store.delete(
+            self._stored(resource), target.namespace, target.name, grace=grace, uid=preconditions.get("uid"),
+            resource_version=preconditions.get("resourceVersion"), finalizers=finalizers))
 
     def _terminating(self, crd: Obj) -> Obj:
         """The Terminating condition of a CRD whose deletion began (``InstanceDeletionPending``)."""
@@ -558,6 +591,89 @@ class ApiServer:
         assert crds is not None
         return next((c for c in self.store.items(crds) if (c.get("spec") or {}).get("group") == resource.group
                      and ((c.get("spec") or {}).get("names") or {}).get("plural") == resource.plural), None)
+
+    def _evict(self, target: Target, body: Any, user: User, dry_run: bool) -> Response:
+        """POST pods/{name}/eviction (``cluster/eviction.py``): admission of the Eviction, then a deletion the pod's
+        disruption budget allows."""
+        if not isinstance(body, dict):
+            raise ApiError(400, "BadRequest", "the body of the request is not a JSON object")
+        meta = body.get("metadata") or {}
+        if meta.get("namespace") and meta["namespace"] != target.namespace:
+            raise ApiError(400, "BadRequest", "the namespace of the provided object does not match the namespace sent "
+                                              "on the request")
+        if meta.get("name") != target.name:
+            raise ApiError(400, "BadRequest", "name in URL does not match name in Eviction object")
+        dry_run = dry_run or (body.get("deleteOptions") or {}).get("dryRun") == ["All"]
+        admitted, warnings = self._admit(Request("CREATE", target.resource, "eviction", target.namespace,
+                                                 target.name, body, None, user, dry_run))
+        options = deletion.delete_options((admitted or body).get("deleteOptions") or {}, {})
+        pinned = bool((options.get("preconditions") or {}).get("resourceVersion"))
+        for attempt in range(eviction.RETRIES):  # only a conflict (and no resourceVersion of the caller's) retries
+            pod = self.store.get(target.resource, target.namespace, target.name)
+            if not eviction.can_ignore_pdb(pod):
+                break
+            try:
+                self._disrupt(target, _with_preconditions(options, resourceVersion=pod["metadata"]["resourceVersion"])
+                              if eviction.should_enforce_resource_version(pod) and not pinned else options, dry_run)
+                return Response(201, dict(eviction.SUCCESS), warnings=warnings)
+            except ApiError as exc:
+                if exc.code != 409 or pinned or attempt == eviction.RETRIES - 1:
+                    raise
+        pdbs_resource = self.registry.get("policy", "v1", "poddisruptionbudgets")
+        assert pdbs_resource is not None
+        covering = eviction.budgets(pod, self.store.list(pdbs_resource, target.namespace)[0])
+        if len(covering) > 1:
+            return Response(500, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                  "message": eviction.MULTIPLE_BUDGETS, "code": 500}, warnings=warnings)
+        unhealthy = bool(covering) and eviction.unhealthy_may_go(pod, covering[0])
+        if covering and not unhealthy:
+            self._use_budget(Target(pdbs_resource, target.namespace, covering[0]["metadata"]["name"], "status"),
+                             target.name, dry_run)
+        try:  # an unhealthy pod goes only if it is still what was judged
+            self._disrupt(target, _with_preconditions(options, resourceVersion=pod["metadata"]["resourceVersion"])
+                          if unhealthy else options, dry_run)
+        except ApiError as exc:
+            if exc.code == 409 and unhealthy and not pinned:
+                raise eviction.still_processing(covering[0]["metadata"]["name"]) from None
+            raise
+        return Response(201, dict(eviction.SUCCESS), warnings=warnings)
+
+    def _use_budget(self, target: Target, pod_name: str, dry_run: bool) -> None:
+        """``checkAndDecrement`` against the budget as stored, again from the fresh one after a conflict; the status
+        written as the eviction's loopback client (``UpdateStatus``)."""
+        for attempt in range(eviction.RETRIES):
+            pdb = self.store.get(target.resource, target.namespace, target.name)
+            status = eviction.decremented(pdb, pod_name, dry_run)
+            if dry_run:
+                return
+            try:
+                self._update(target, _replaced_by({**pdb, "status": status}), LOOPBACK, dry_run=False, put=True)
+                return
+            except ApiError as exc:
+                if exc.code != 409 or attempt == eviction.RETRIES - 1:
+                    raise
+
+    def _disrupt(self, target: Target, options: Obj, dry_run: bool) -> None:
+        """``addConditionAndDeletePod``: the DisruptionTarget condition through the status storage (the deletion's
+        preconditions checked first, a resourceVersion one moved to the updated pod), then the storage's Delete;
+        neither is admitted."""
+        if dry_run:
+            return
+        pod = self.store.get(target.resource, target.namespace, target.name)
+        preconditions = options.get("preconditions") or {}
+        for key, title in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+            wanted = preconditions.get(key)
+            if wanted and wanted != pod["metadata"].get(key):
+                hint = "deleted and then recreated" if key == "uid" else "modified"
+                raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on Pod "{target.name}": the {title} in '
+                                                f"the precondition ({wanted}) does not match the {title} in record "
+                                                f"({pod['metadata'].get(key)}). The object might have been {hint}",
+                               {"name": target.name, "kind": "Pod"})
+        updated = self.store.update(target.resource, eviction.with_disruption_target(pod), target.namespace,
+                                    subresource="status")
+        if preconditions.get("resourceVersion"):
+            options = _with_preconditions(options, resourceVersion=updated["metadata"]["resourceVersion"])
+        self._remove(target, updated, options)
 
     def _bind(self, target: Target, binding: Obj, user: User) -> Response:
         resource = target.resource
@@ -581,6 +697,15 @@ class ApiServer:
                           target.namespace, subresource="status")
         return Response(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                               "code": 201}, warnings=warnings)
+
+
+def _replaced_by(obj: Obj) -> Callable[[Obj], Obj]:
+    """An update's change that writes ``obj`` whatever is stored (a PUT; its resourceVersion is the precondition)."""
+    return lambda _: obj
+
+
+def _with_preconditions(options: Obj, **preconditions: str) -> Obj:
+    return {**options, "preconditions": {**(options.get("preconditions") or {}), **preconditions}}
 
 
 def _prepare_for_create(resource: Resource, obj: Obj) -> None:

@@ -42,7 +42,8 @@ class Client:
 
 
 class Loop(threading.Thread):
-    """Runs ``reconcile()`` after store changes (and at least every ``period`` seconds).
+    """Runs ``reconcile()`` after store changes (and at least every ``period`` seconds); only every ``period``
+    seconds when ``on_change`` is False (a controller that polls, like PodGC).
 
     Changes arriving within ``coalesce`` seconds are handled by one reconcile, like a real
     controller's work queue: a burst of 1,000 pod creations is not 1,000 full passes.
@@ -50,6 +51,7 @@ class Loop(threading.Thread):
 
     period = 0.5
     coalesce = 0.05
+    on_change = True
 
     def __init__(self, api: ApiServer, user: User) -> None:
         super().__init__(name=type(self).__name__, daemon=True)
@@ -62,7 +64,9 @@ class Loop(threading.Thread):
     def run(self) -> None:
         seen = -1
         while not self._halt.is_set():
-            if self.store.wait_for_change(seen, self.period) != seen:
+            if not self.on_change:
+                self._halt.wait(self.period)
+            elif self.store.wait_for_change(seen, self.period) != seen:
                 self._halt.wait(self.coalesce)
             if self._halt.is_set():
                 return

@@ -102,14 +102,33 @@ def scheduling_gated_condition(pod: Obj) -> None:
                                           "message": "Scheduling is blocked due to non-empty scheduling gates"}]
 
 
+def _job_policies(spec: Obj) -> None:
+    """``SetDefaults_Job``: podReplacementPolicy Failed with a podFailurePolicy (the only value it allows), else
+    TerminatingOrFailed; an onPodConditions pattern's status True."""
+    policy = spec.get("podFailurePolicy")
+    spec.setdefault("podReplacementPolicy", "Failed" if policy is not None else "TerminatingOrFailed")
+    rules = policy.get("rules") if isinstance(policy, dict) else None
+    for rule in rules if isinstance(rules, list) else []:
+        patterns = rule.get("onPodConditions") if isinstance(rule, dict) else None
+        for pattern in patterns if isinstance(patterns, list) else []:
+            if isinstance(pattern, dict) and not pattern.get("status"):
+                pattern["status"] = "True"
+
+
+def default_priority_class(obj: Obj) -> None:
+    """``SetDefaults_PriorityClass``, on every write (an update that omits preemptionPolicy means the default, not a
+    change of the immutable field)."""
+    obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
+
+
 def apply_defaults(kind: str, group: str, obj: Obj) -> None:
     """Fill in defaults in place, for the built-in kinds we serve (on create; for pods also the
-    DefaultTolerationSeconds admission plugin, which runs before the admission webhooks)."""
+    DefaultTolerationSeconds admission plugin, which runs before the admission webhooks; a pod's priority is the
+    Priority admission plugin's, ``cluster/priority.py``)."""
     spec = obj.get("spec")
     if group == "" and kind == "Pod" and isinstance(spec, dict):
         _pod_spec(spec)
         _default_tolerations(spec)
-        spec.setdefault("priority", 0)
         status = obj.setdefault("status", {})
         if isinstance(status, dict):
             status.setdefault("phase", "Pending")
@@ -125,8 +144,11 @@ def apply_defaults(kind: str, group: str, obj: Obj) -> None:
         spec.setdefault("backoffLimit", 6)
         spec.setdefault("completionMode", "NonIndexed")
         spec.setdefault("suspend", False)
+        _job_policies(spec)
         if isinstance(spec.get("template"), dict) and isinstance(spec["template"].get("spec"), dict):
             _pod_spec(spec["template"]["spec"])
+    elif group == "scheduling.k8s.io" and kind == "PriorityClass":
+        default_priority_class(obj)
     elif group == "apps" and kind == "StatefulSet" and isinstance(spec, dict):
         spec.setdefault("replicas", 1)
         spec.setdefault("podManagementPolicy", "OrderedReady")

@@ -44,7 +44,7 @@ from cluster.scheduling import (
     node_usage,
     untolerated_taint,
 )
-from cluster.store import ApiError, Obj, now
+from cluster.store import ApiError, Obj, micro_time, now
 from cluster.validation.resources import is_extended
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
@@ -61,11 +61,6 @@ _NO_PRESSURE = {"MemoryPressure": ("False", "KubeletHasSufficientMemory", "kubel
 
 def node_user(node: str) -> User:
     return User(f"system:node:{node}", ("system:nodes", "system:authenticated"))
-
-
-def micro_time(offset_seconds: float = 0) -> str:
-    """metav1.MicroTime, as Lease renewTime is written."""
-    return now(offset_seconds).replace("Z", ".000000Z")
 
 
 def _without_missing_extended(pod: Obj, node: Obj) -> Obj:

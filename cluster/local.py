@@ -1,5 +1,5 @@
 """A whole local cluster in one process: apiserver over TLS, admission, scheduler, kubelets, kube-controller-manager's
-garbage collector, node lifecycle and taint eviction controllers, and the operators.
+garbage collectors (of owners, of pods), node lifecycle, taint eviction and disruption controllers, and the operators.
 
 Tests, ``kubenexus cluster serve`` and ``kubenexus demo`` start one of these; clients reach it
 through the kubeconfig it writes, exactly as they would reach a real cluster. Faults for tests and benchmarks:
@@ -23,6 +23,7 @@ from cluster.defaults import NAMESPACE_NAME_LABEL
 from cluster.gc import GarbageCollector
 from cluster.http import ApiHttpServer, Latency, write_kubeconfig
 from cluster.pki import write_serving_files
+from cluster.priority import GROUP, PLURAL, system_priority_classes
 from cluster.resources import Registry
 from cluster.store import ApiError, Store
 
@@ -80,11 +81,14 @@ class LocalCluster:
     def _seed(self, nodes: list[NodeSpec | dict[str, Any]]) -> None:
         namespaces = self.registry.get("", "v1", "namespaces")
         node_resource = self.registry.get("", "v1", "nodes")
-        assert namespaces is not None and node_resource is not None
+        priority_classes = self.registry.get(GROUP, "v1", PLURAL)
+        assert namespaces is not None and node_resource is not None and priority_classes is not None
         for name in SYSTEM_NAMESPACES:
             self.store.create(namespaces, {"metadata": {"name": name, "labels": {NAMESPACE_NAME_LABEL: name}},
                                            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}},
                               None)
+        for priority_class in system_priority_classes():  # the apiserver's post-start hook creates them
+            self.store.create(priority_classes, priority_class, None)
         for node in nodes:
             self.store.create(node_resource, node.node() if isinstance(node, NodeSpec) else node, None)
 
@@ -115,25 +119,33 @@ class LocalCluster:
     def run_components(self, scheduler_names: tuple[str, ...] = ("default-scheduler", "kubenexus-scheduler"),
                        start_seconds: float = 0.2, run_seconds: float | None = None,
                        operators: bool = True, node_monitor_grace_seconds: float = 40.0,
-                       stop_seconds: float = 0.5) -> None:
-        """Start the scheduler, the kubelets, the node lifecycle and taint eviction controllers and (optionally)
-        the operators; ``stop()`` ends them. (The garbage collector runs from ``start()`` on.)
+                       stop_seconds: float = 0.5, preemption: bool = False,
+                       pod_gc_seconds: float = 20.0) -> None:
+        """Start the scheduler, the kubelets, the node lifecycle, taint eviction and disruption controllers, the
+        pod garbage collector (every ``pod_gc_seconds``, kube-controller-manager's 20 s) and (optionally) the
+        operators; ``stop()`` ends them. (The garbage collector of owners runs from ``start()`` on.)
 
         Pods start ``start_seconds`` after they are bound, (with ``run_seconds``) succeed that long after, and take
         ``stop_seconds`` to stop once deleted. ``node_monitor_grace_seconds`` is kube-controller-manager's
         ``--node-monitor-grace-period`` (40 s in 1.31); the kubelets renew their leases every quarter of it, at
-        most every 10 s, as the real ones (10 s against 40 s) do.
+        most every 10 s, as the real ones (10 s against 40 s) do. ``preemption`` enables the scheduler's
+        DefaultPreemption (``cluster/preemption.py``), as kube-scheduler's default profile has it; without it the
+        scheduler runs a profile with no PostFilter plugin (pods wait, nothing is preempted).
         """
+        from cluster.disruption import DisruptionController
         from cluster.kubelet import Kubelet
         from cluster.nodes import NodeLifecycleController, TaintEvictionController
+        from cluster.podgc import PodGC
         from cluster.scheduler import Scheduler
 
-        self.components.append(Scheduler(self.api, scheduler_names))
+        self.components.append(Scheduler(self.api, scheduler_names, preemption=preemption))
         self.components.append(Kubelet(self.api, start_seconds=start_seconds, run_seconds=run_seconds,
                                        lease_renew_seconds=min(10.0, node_monitor_grace_seconds / 4),
                                        stop_seconds=stop_seconds))
         self.components.append(NodeLifecycleController(self.api, grace_seconds=node_monitor_grace_seconds))
         self.components.append(TaintEvictionController(self.api))
+        self.components.append(DisruptionController(self.api))
+        self.components.append(PodGC(self.api, pod_gc_seconds))
         if operators:  # the operators' CRDs come with them, as a Helm chart would install them
             from cluster.controllers import Client
             from cluster.crds import crd_manifests

@@ -131,6 +131,7 @@ _BUILTIN: dict[str, tuple[frozenset[str], Mapping[str, _Field]]] = {
     "Role": (frozenset({"rbac.authorization.k8s.io"}), {"metadata": _META}),
     "RoleBinding": (frozenset({"rbac.authorization.k8s.io"}), {"metadata": _META}),
     "Lease": (frozenset({"coordination.k8s.io"}), {"metadata": _META}),
+    "PriorityClass": (frozenset({"scheduling.k8s.io"}), {"metadata": _META}),
     "MutatingWebhookConfiguration": (frozenset({"admissionregistration.k8s.io"}), _WEBHOOKS),
     "ValidatingWebhookConfiguration": (frozenset({"admissionregistration.k8s.io"}), _WEBHOOKS),
 }

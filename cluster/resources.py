@@ -49,7 +49,7 @@ _POD_FIELDS = ("metadata.name", "metadata.namespace", "spec.nodeName", "status.p
 BUILTIN = (
     Resource("", "v1", "Namespace", "namespaces", namespaced=False, short_names=("ns",), subresources=("status",)),
     Resource("", "v1", "Node", "nodes", namespaced=False, short_names=("no",), subresources=("status",)),
-    Resource("", "v1", "Pod", "pods", short_names=("po",), subresources=("status", "binding"),
+    Resource("", "v1", "Pod", "pods", short_names=("po",), subresources=("status", "binding", "eviction"),
              field_selectors=_POD_FIELDS),
     Resource("", "v1", "Event", "events", short_names=("ev",),
              field_selectors=("metadata.name", "metadata.namespace", "involvedObject.name", "involvedObject.kind",
@@ -66,16 +66,18 @@ BUILTIN = (
                               "regarding.name", "regarding.uid", "regarding.apiVersion", "regarding.resourceVersion",
                               "regarding.fieldPath", "reportingController", "source", "reason", "type")),
     Resource("coordination.k8s.io", "v1", "Lease", "leases"),
+    Resource("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", namespaced=False, short_names=("pc",)),
     Resource("batch", "v1", "Job", "jobs", subresources=("status",)),
     # Stored and served (a real apiserver does); no CronJob controller runs here.
     Resource("batch", "v1", "CronJob", "cronjobs", short_names=("cj",), subresources=("status",)),
     Resource("apps", "v1", "StatefulSet", "statefulsets", short_names=("sts",), subresources=("status",)),
-    # No controllers act on these (no ReplicaSets or pods from Deployments, no disruption accounting, no network
-    # policy enforcement); they are served so that the product's manifests (deploy/) apply as to a real cluster.
-    # RBAC objects are what LocalCluster.enforce_rbac evaluates (cluster/rbac.py).
-    Resource("apps", "v1", "Deployment", "deployments", short_names=("deploy",), subresources=("status",)),
+    # The disruption controller keeps PodDisruptionBudgets' status (cluster/disruption.py).
     Resource("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", short_names=("pdb",),
              subresources=("status",)),
+    # No controllers act on these (no ReplicaSets or pods from Deployments, no network policy enforcement); they are
+    # served so that the product's manifests (deploy/) apply as to a real cluster.
+    # RBAC objects are what LocalCluster.enforce_rbac evaluates (cluster/rbac.py).
+    Resource("apps", "v1", "Deployment", "deployments", short_names=("deploy",), subresources=("status",)),
     Resource("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", short_names=("netpol",)),
     Resource("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", namespaced=False),
     Resource("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False),

@@ -9,8 +9,11 @@ is meant to check.
 Quantities are compared as kube-scheduler compares them: cpu in whole millicores, everything else in
 whole units, each rounded up (``Quantity.MilliValue()`` / ``Quantity.Value()``).
 
+Nominated pods (``status.nominatedNodeName``, set by preemption) hold their node's room against pods of lower or
+equal priority, and their own nominated node is tried first. Preemption itself is ``cluster.preemption``.
+
 Not modelled: volumes, pod (anti-)affinity, topology spread, preferred affinity, PreferNoSchedule
-scoring, BalancedAllocation/ImageLocality scores, preemption, scheduling gates (a PreEnqueue concern:
+scoring, BalancedAllocation/ImageLocality scores, scheduling gates (a PreEnqueue concern:
 callers must not offer gated pods), and random tie-breaking (ties go to the first node name instead).
 """
 
@@ -381,26 +384,63 @@ def least_allocated_score(pod: Obj, node: Obj, used: NodeUsage) -> int:
     return score // weights if weights else 0
 
 
-def schedule(pod: Obj, nodes: Sequence[Obj], pods: Iterable[Obj]) -> tuple[str | None, dict[str, str]]:
+def priority(pod: Obj) -> int:
+    """``corev1helpers.PodPriority``: spec.priority, 0 when unset."""
+    return int(_spec(pod).get("priority") or 0)
+
+
+def nominated_node(pod: Obj) -> str:
+    return (pod.get("status") or {}).get("nominatedNodeName") or ""
+
+
+def nominated_pods_for(pod: Obj, nominated: Iterable[Obj]) -> dict[str, list[Obj]]:
+    """``addGENominatedPods``: per node, the pods nominated to it (other than ``pod``) whose priority is at least
+    ``pod``'s; ``pod`` must not take the room preemption freed for them."""
+    uid = (pod.get("metadata") or {}).get("uid")
+    grouped: dict[str, list[Obj]] = defaultdict(list)
+    for other in nominated:
+        if nominated_node(other) and (other.get("metadata") or {}).get("uid") != uid and priority(other) >= priority(
+                pod):
+            grouped[nominated_node(other)].append(other)
+    return dict(grouped)
+
+
+def resolvable(reason: str) -> bool:
+    """Whether removing pods could clear the filter failure ``reason``: NodePorts and NodeResourcesFit return
+    Unschedulable; NodeUnschedulable, NodeName, TaintToleration and NodeAffinity UnschedulableAndUnresolvable, which
+    preemption leaves alone (``nodesWherePreemptionMightHelp``)."""
+    return reason == REASON_NODE_PORTS or all(
+        part == REASON_TOO_MANY_PODS or part.startswith("Insufficient ") for part in reason.split(REASON_SEPARATOR))
+
+
+def schedule(pod: Obj, nodes: Sequence[Obj], pods: Iterable[Obj],
+             nominated: Iterable[Obj] = ()) -> tuple[str | None, dict[str, str]]:
     """Pick the node kube-scheduler would; when none fits, return each node's reason for the FailedScheduling event.
 
-    ``pods`` is every pod in the cluster; only bound, non-terminal ones use capacity. Equal scores go to the
-    first node name (kube-scheduler picks one at random, which a test cannot rely on either).
+    ``pods`` is every pod in the cluster; only bound, non-terminal ones use capacity. ``nominated`` are the pending
+    pods the scheduler has nominated to nodes: those of at least ``pod``'s priority count on their node for the
+    filters (``RunFilterPluginsWithNominatedPods``), not for scoring. A pod nominated to a node that passes the
+    filters goes there (``evaluateNominatedNode``). Equal scores go to the first node name (kube-scheduler picks one
+    at random, which a test cannot rely on either).
     """
     bound = pods_by_node(pods)
+    ahead = nominated_pods_for(pod, nominated)
     allowed = affinity_node_names(pod)
     reasons: dict[str, str] = {}
     scored: list[tuple[int, str]] = []
-    for node in nodes:
+    for node in sorted(nodes, key=lambda n: _node_name(n) != nominated_node(pod)):  # the nominated node first
         name = _node_name(node)
         if allowed is not None and name not in allowed:
             reasons[name] = REASON_AFFINITY_PREFILTER
             continue
         on_node = bound.get(name, [])
         used = node_usage(on_node)
-        reason = filter_node(pod, node, on_node, used)
+        reason = filter_node(pod, node, on_node + ahead[name], None) if name in ahead else \
+            filter_node(pod, node, on_node, used)
         if reason:
             reasons[name] = reason
+        elif name == nominated_node(pod):
+            return name, {}
         else:
             scored.append((-least_allocated_score(pod, node, used), name))
     if not scored:
@@ -408,8 +448,9 @@ def schedule(pod: Obj, nodes: Sequence[Obj], pods: Iterable[Obj]) -> tuple[str |
     return min(scored)[1], {}
 
 
-def unschedulable_message(reasons: Mapping[str, str], total_nodes: int) -> str:
-    """FitError.Error(): "0/N nodes are available: <count reason>, ...." sorted as whole strings, like sort.Strings.
+def unschedulable_message(reasons: Mapping[str, str], total_nodes: int, post_filter: str = "") -> str:
+    """FitError.Error(): "0/N nodes are available: <count reason>, ...." sorted as whole strings, like sort.Strings,
+    then what the PostFilter plugins (preemption) said, if anything, as " <message>.".
 
     The count leads each entry, so "1 node(s) were unschedulable" sorts before "2 Insufficient cpu".
     """
@@ -418,4 +459,5 @@ def unschedulable_message(reasons: Mapping[str, str], total_nodes: int) -> str:
     counts = Counter(reason for joined in reasons.values() for reason in joined.split(REASON_SEPARATOR))
     histogram = sorted(f"{count} {reason}" for reason, count in counts.items())
     message = f"0/{total_nodes} nodes are available:"
-    return f"{message} {', '.join(histogram)}." if histogram else message
+    message = f"{message} {', '.join(histogram)}." if histogram else message
+    return f"{message} {post_filter}." if post_filter else message

@@ -61,6 +61,11 @@ def now(offset_seconds: float = 0) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def micro_time(offset_seconds: float = 0) -> str:
+    """metav1.MicroTime, as a Lease's renewTime or an events.k8s.io Event's eventTime is written."""
+    return now(offset_seconds).replace("Z", ".000000Z")
+
+
 def parse_time(text: str) -> datetime.datetime:
     return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
 

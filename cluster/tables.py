@@ -17,7 +17,7 @@ from kubernetes/kubernetes (read the source, not memory):
       GATES), ``printNode`` (Ready/NotReady/Unknown, SchedulingDisabled; ROLES from ``node-role.kubernetes.io/*``
       and ``kubernetes.io/role``), ``printEvent``, ``printNamespace``, ``printConfigMap``, ``printSecret``,
       ``printServiceAccount``, ``printLease``, ``printJob``, ``printStatefulSet``, ``printDeployment``, the webhook
-      configurations', ``printRoleBinding``
+      configurations', ``printRoleBinding``, ``printPriorityClass``, ``printPodDisruptionBudget``
   staging/src/k8s.io/apiserver/pkg/registry/rest/table.go           every other kind: NAME and "Created At" (a
       ``date`` column whose cell is the RFC 3339 timestamp itself; kubectl prints it as is)
   staging/src/k8s.io/apiextensions-apiserver/pkg/registry/customresource/tableconvertor/tableconvertor.go
@@ -29,7 +29,7 @@ from kubernetes/kubernetes (read the source, not memory):
       nothing.
   staging/src/k8s.io/apimachinery/pkg/util/duration/duration.go     ``HumanDuration``, the AGE text
 
-Kinds served here whose real printer is not ported (Services, PodDisruptionBudgets, NetworkPolicies) get the
+Kinds served here whose real printer is not ported (Services, NetworkPolicies) get the
 default table, so ``kubectl get`` shows fewer columns for them than on a cluster.
 """
 
@@ -580,6 +580,34 @@ def print_role_binding(binding: Obj) -> Row:
             ", ".join(users), ", ".join(groups), ", ".join(accounts)], None
 
 
+def print_priority_class(pc: Obj) -> Row:
+    """``printPriorityClass``: PREEMPTIONPOLICY is a default column (empty when unset), not ``-o wide``."""
+    return [_meta(pc).get("name", ""), int(pc.get("value") or 0), bool(pc.get("globalDefault")), _age(pc),
+            pc.get("preemptionPolicy") or ""], None
+
+
+_PRIORITY_CLASS_COLUMNS = [
+    NAME, Col("Value", type="integer", description="value represents the integer value of this priority class. This "
+              "is the actual priority that pods receive when they have the name of this class in their pod spec."),
+    Col("Global-Default", type="boolean", description="globalDefault specifies whether this PriorityClass should be "
+        "considered as the default priority for pods that do not have any priority class. Only one PriorityClass "
+        "can be marked as `globalDefault`. However, if more than one PriorityClasses exists with their "
+        "`globalDefault` field set to true, the smallest value of such global default PriorityClasses will be used "
+        "as the default priority."),
+    AGE,
+    Col("PreemptionPolicy", description="preemptionPolicy is the Policy for preempting pods with lower priority. One "
+        "of Never, PreemptLowerPriority. Defaults to PreemptLowerPriority if unset."),
+]
+
+
+def print_pod_disruption_budget(pdb: Obj) -> Row:
+    """``printPodDisruptionBudget``: MIN AVAILABLE and MAX UNAVAILABLE as written (``N/A`` when unset)."""
+    spec = _dict(pdb.get("spec"))
+    bounds = ["N/A" if spec.get(key) is None else str(spec[key]) for key in ("minAvailable", "maxUnavailable")]
+    return [_meta(pdb).get("name", ""), *bounds, int(_dict(pdb.get("status")).get("disruptionsAllowed") or 0),
+            _age(pdb)], None
+
+
 def created_at(obj: Obj) -> Row:
     """The default table's row (``rest.defaultTableConvertor``): the name and the creation time, RFC 3339 in UTC."""
     moment = parse_time(_meta(obj).get("creationTimestamp"))
@@ -632,6 +660,14 @@ PRINTERS: dict[tuple[str, str], tuple[list[Col], Printer]] = {
                               Col("Available", description="Total number of available pods (ready for at least "
                                                            "minReadySeconds) targeted by this deployment."), AGE,
                               *_containers_columns()], print_deployment),
+    ("scheduling.k8s.io", "PriorityClass"): (_PRIORITY_CLASS_COLUMNS, print_priority_class),
+    ("policy", "PodDisruptionBudget"): ([NAME, Col("Min Available", description="The minimum number of pods that must "
+                                                                                "be available."),
+                                         Col("Max Unavailable", description="The maximum number of pods that may be "
+                                                                            "unavailable."),
+                                         Col("Allowed Disruptions", type="integer", description="Calculated number of "
+                                             "pods that may be disrupted at this time."), AGE],
+                                        print_pod_disruption_budget),
     ("rbac.authorization.k8s.io", "RoleBinding"): (_BINDING_COLUMNS, print_role_binding),
     ("rbac.authorization.k8s.io", "ClusterRoleBinding"): (_BINDING_COLUMNS, print_role_binding),
     ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"): _WEBHOOKS,

@@ -138,6 +138,18 @@ def test_kubectl_get_nodes(kubectl: Kubectl) -> None:
     assert "OS-IMAGE" in kubectl.table("get", "nodes", "-o", "wide")[0]
 
 
+def test_kubectl_get_priorityclasses(api: client.ApiClient, kubectl: Kubectl) -> None:
+    """``printPriorityClass``: the two system classes are there from the start; PREEMPTIONPOLICY is not -o wide."""
+    client.SchedulingV1Api(api).create_priority_class({"metadata": {"name": "printed-batch"}, "value": 100,
+                                                       "preemptionPolicy": "Never"})
+    rows = kubectl.table("get", "pc")
+    assert list(rows[0]) == ["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"]
+    assert [(r["NAME"], r["VALUE"], r["GLOBAL-DEFAULT"], r["PREEMPTIONPOLICY"]) for r in rows] == [
+        ("printed-batch", "100", "false", "Never"),
+        ("system-cluster-critical", "2000000000", "false", "PreemptLowerPriority"),
+        ("system-node-critical", "2000001000", "false", "PreemptLowerPriority")]
+
+
 # --- custom resources -------------------------------------------------------------------------------------------
 
 

@@ -312,12 +312,12 @@ def test_include_object_and_headers() -> None:
 
 
 def test_the_default_table_prints_the_creation_time_itself() -> None:
-    leases_like = Resource("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets")
-    obj = {"metadata": {"name": "pdb", "creationTimestamp": "2026-01-02T03:04:05Z"}}
-    table = tables.table(leases_like, [obj], "1", "meta.k8s.io/v1", "None")
+    unported = Resource("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies")  # its printer is not ported
+    obj = {"metadata": {"name": "deny-all", "creationTimestamp": "2026-01-02T03:04:05Z"}}
+    table = tables.table(unported, [obj], "1", "meta.k8s.io/v1", "None")
     assert [(c["name"], c["type"]) for c in table["columnDefinitions"]] == [("Name", "string"),
                                                                             ("Created At", "date")]
-    assert table["rows"] == [{"cells": ["pdb", "2026-01-02T03:04:05Z"]}]
+    assert table["rows"] == [{"cells": ["deny-all", "2026-01-02T03:04:05Z"]}]
 
 
 def test_builtin_printers() -> None:

@@ -13,8 +13,18 @@ RayJob).
   success, at most 6 min, from the last failure): deleting 4 pods at once delays the replacements by 80 s.
 - More than ``backoffLimit`` failures: condition FailureTarget (``BackoffLimitExceeded``), active pods deleted,
   then Failed once none is left and every finished pod is counted; completions reached: SuccessCriteriaMet,
-  then Complete. ``suspend`` deletes the
-  active pods. (podFailurePolicy, backoffLimitPerIndex, successPolicy and activeDeadlineSeconds are not emulated.)
+  then Complete. ``suspend`` deletes the active pods.
+- ``podFailurePolicy`` (``pod_failure_policy.go``; validated in ``cluster/validation/job.py``, which requires
+  ``restartPolicy: Never``, and defaulting ``podReplacementPolicy: Failed``): a pod then fails only when its phase is
+  Failed (``onlyReplaceFailedPods``: a deleted pod is not counted, nor replaced, while it terminates; the kubelet,
+  or PodGC for an unscheduled one, ends it Failed), and each failed pod is matched against the rules in order,
+  ``onExitCodes`` (the first terminated container, then init container, with a non-zero exit code) or
+  ``onPodConditions`` (type and status): ``Ignore`` does not count it toward ``backoffLimit`` (its finalizer goes, it
+  is replaced, and, as upstream, the failure back-off still counts it), ``Count`` (or no match) counts it,
+  ``FailJob`` fails the Job (FailureTarget then Failed, reason ``PodFailurePolicy``, the rule's message), and
+  ``FailIndex`` counts it (``backoffLimitPerIndex``, which it needs, is not emulated). Once a Job is failing, a pod
+  being deleted counts as failed (as upstream treats every pod of a finished Job).
+  (backoffLimitPerIndex, successPolicy and activeDeadlineSeconds are not emulated.)
 """
 
 from __future__ import annotations
@@ -59,13 +69,59 @@ def job_finished(job: Obj) -> str:
     return next((t for t in ("Complete", "Failed") if _condition(job, t)), "")
 
 
+def only_replace_failed(job: Obj) -> bool:
+    """``onlyReplaceFailedPods``: podReplacementPolicy Failed, or a podFailurePolicy."""
+    spec = job.get("spec") or {}
+    return spec.get("podReplacementPolicy") == "Failed" or spec.get("podFailurePolicy") is not None
+
+
 def pod_failed(pod: Obj, job: Obj) -> bool:
-    """``isPodFailed`` under the default podReplacementPolicy (TerminatingOrFailed, no podFailurePolicy)."""
+    """``isPodFailed``: Failed; or, unless only failed pods are replaced, deleted before it succeeded."""
     if phase(pod) == "Failed":
         return True
-    if (job.get("spec") or {}).get("podReplacementPolicy") == "Failed":
+    if only_replace_failed(job):
         return False
     return bool(pod["metadata"].get("deletionTimestamp")) and phase(pod) != "Succeeded"
+
+
+def _exit_code_match(pod: Obj, requirement: Obj) -> Obj | None:
+    """``matchOnExitCodes``: the first terminated container (then init container) with a non-zero exit code the
+    requirement matches."""
+    status, name, values = pod.get("status") or {}, requirement.get("containerName"), requirement.get("values") or []
+    for key in ("containerStatuses", "initContainerStatuses"):
+        for container in status.get(key) or []:
+            code = ((container.get("state") or {}).get("terminated") or {}).get("exitCode")
+            if code is None or code == 0 or (name is not None and name != container.get("name")):
+                continue
+            if (code in values) == (requirement.get("operator") == "In") and requirement.get("operator") in (
+                    "In", "NotIn"):
+                return {"name": container.get("name"), "exitCode": code}
+    return None
+
+
+def match_pod_failure_policy(policy: Obj | None, pod: Obj) -> tuple[str | None, bool, str | None]:
+    """``matchPodFailurePolicy``: (the FailJob message, whether the failure counts toward backoffLimit, the action
+    of the first matching rule)."""
+    meta = pod["metadata"]
+    for index, rule in enumerate((policy or {}).get("rules") or []):
+        action = rule.get("action")
+        if rule.get("onExitCodes") is not None:
+            container = _exit_code_match(pod, rule["onExitCodes"])
+            if container is None:
+                continue
+            message = (f"Container {container['name']} for pod {meta['namespace']}/{meta['name']} failed with exit "
+                       f"code {container['exitCode']} matching {action} rule at index {index}")
+        else:
+            patterns = rule.get("onPodConditions") or []
+            condition = next((c for c in (pod.get("status") or {}).get("conditions") or [] for p in patterns
+                              if c.get("type") == p.get("type") and c.get("status") == p.get("status")), None)
+            if condition is None:
+                continue
+            message = (f"Pod {meta['namespace']}/{meta['name']} has condition {condition['type']} matching {action} "
+                       f"rule at index {index}")
+        if action in ("Ignore", "Count", "FailIndex", "FailJob"):
+            return (message if action == "FailJob" else None), action != "Ignore", action
+    return None, True, None
 
 
 def _ranges(indexes: set[int]) -> str:
@@ -135,13 +191,17 @@ class JobController(Operator):
                 completed.add(_index(by_uid[uid]))  # type: ignore[arg-type]
         pending_ok = [u for u in pending_ok if u in still]
         pending_failed = [u for u in pending_failed if u in still]
-        # 2. newly finished tracked pods are recorded, then released
+        # 2. newly finished tracked pods are recorded (those a podFailurePolicy ignores are not), then released
         known = set(pending_ok) | set(pending_failed)
+        policy, failing = spec.get("podFailurePolicy"), _condition(job, "FailureTarget")
         new_ok = [p for p in tracked if p["metadata"]["uid"] not in known and phase(p) == "Succeeded"]
-        new_failed = [p for p in tracked if p["metadata"]["uid"] not in known and pod_failed(p, job)]
+        new_failed = [p for p in tracked if p["metadata"]["uid"] not in known and (pod_failed(p, job) or (
+            failing and p["metadata"].get("deletionTimestamp") and phase(p) != "Succeeded"))]
         self._record_backoff(job, len(new_ok), len(new_failed))
+        counted = [p for p in new_failed if match_pod_failure_policy(policy, p)[1]]
+        ignored = [p for p in new_failed if p not in counted]
         pending_ok += [p["metadata"]["uid"] for p in new_ok]
-        pending_failed += [p["metadata"]["uid"] for p in new_failed]
+        pending_failed += [p["metadata"]["uid"] for p in counted]
         for pod in new_ok:
             if _index(pod) is not None:
                 completed.add(_index(pod))  # type: ignore[arg-type]
@@ -155,14 +215,16 @@ class JobController(Operator):
         total_failed = failed + len(pending_failed)
         conditions = status.get("conditions")
         finished = job_finished(job)
+        fail_job = next((m for p in pods if pod_failed(p, job) and (m := match_pod_failure_policy(policy, p)[0])), None)
         if not finished:
-            if _condition(job, "FailureTarget") or total_failed > spec.get("backoffLimit", 6):
-                conditions = with_condition(conditions, "FailureTarget", "True", "BackoffLimitExceeded",
-                                            BACKOFF_LIMIT_MESSAGE)
+            if failing or fail_job or total_failed > spec.get("backoffLimit", 6):
+                target = next((c for c in conditions or [] if c.get("type") == "FailureTarget"), None)
+                reason, message = (target["reason"], target["message"]) if failing and target else \
+                    ("PodFailurePolicy", fail_job) if fail_job else ("BackoffLimitExceeded", BACKOFF_LIMIT_MESSAGE)
+                conditions = with_condition(conditions, "FailureTarget", "True", reason, message)
                 self._delete_all(active)
                 if not active and not terminating and not pending_ok and not pending_failed:
-                    conditions = with_condition(conditions, "Failed", "True", "BackoffLimitExceeded",
-                                                BACKOFF_LIMIT_MESSAGE)
+                    conditions = with_condition(conditions, "Failed", "True", reason, message)
             elif _condition(job, "SuccessCriteriaMet") or (done_count >= completions if completions is not None
                                                            else bool(done_count) and not active):
                 conditions = with_condition(conditions, "SuccessCriteriaMet", "True", "CompletionsReached",
@@ -177,7 +239,8 @@ class JobController(Operator):
             elif not job["metadata"].get("deletionTimestamp") and self._backoff_over(job):
                 wanted = (0 if done_count else parallelism) if completions is None \
                     else min(parallelism, completions - done_count)
-                self._create_missing(job, active, completed if indexed else None, wanted)
+                held = terminating if only_replace_failed(job) else []  # not replaced before they fail
+                self._create_missing(job, active + held, completed if indexed else None, wanted)
         else:
             self._delete_all(active)
         # 3. release the recorded pods (their finalizers), now that their uids are in the status
@@ -192,6 +255,8 @@ class JobController(Operator):
         self.patch_status(JOBS, job, {k: v for k, v in new_status.items() if v is not None})
         for uid in pending_ok + pending_failed:
             self._release(by_uid[uid])
+        for pod in ignored:
+            self._release(pod)
         if job_finished(job) or finished:
             for pod in tracked:
                 if phase(pod) in ("Succeeded", "Failed") or pod["metadata"].get("deletionTimestamp"):
