@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RUNTIME := $(VENV)/.installed-runtime
 
-.PHONY: test test-unit demo bench soak lint typecheck clean chromium
+.PHONY: test test-unit demo bench soak lint typecheck clean chromium release
 
 $(BIN)/python:
 	@echo "Creating the virtual environment $(VENV) and upgrading its pip"
@@ -58,7 +58,7 @@ lint: $(STAMP) typecheck
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict --follow-imports=silent gang controller workloads
-	$(BIN)/mypy kube webhook certs kubenexus cluster
+	$(BIN)/mypy kube webhook certs kubenexus cluster tools
 
 # Headless Chromium draws the gang timeline in tests/test_timeline_browser.py: installed with apt-get when missing
 # (root only); without it that test fails and says so.
@@ -75,5 +75,11 @@ chromium:
 	  else tail -5 $$log; echo "chromium: apt-get failed: the timeline browser test will fail"; fi; \
 	fi
 
+# dist/kubenexus-gang-admission*.yaml: one manifest per variant of deploy/, the image pinned to IMAGE:<version>
+# (pyproject.toml's), for `kubectl apply --server-side -f` (tools/release.py).
+IMAGE ?= kubenexus-gang-admission
+release: $(STAMP)
+	$(BIN)/python -m tools.release --image $(IMAGE)
+
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache dist site
