@@ -124,12 +124,13 @@ class Installed:
         local.write_text(local_manifest(manifest.read_text(), self.url))
         return self.kubectl("apply", "--server-side", "-f", str(local))
 
-    def start(self) -> None:
-        """Both components, as the installed configuration says; returns once the webhook serves with its caBundles
-        installed and the controller leads."""
+    def start(self, server: Obj | None = None) -> None:
+        """Both components, as the installed configuration says (``server``: settings of its ``server`` section
+        changed); returns once the webhook serves with its caBundles installed and the controller leads."""
         settings = yaml.safe_load(self.kube.core.read_namespaced_config_map(
             "kubenexus-config", NAMESPACE).data["config.yaml"])
-        settings["server"] = {**settings.get("server", {}), "certDir": str(self.workdir / "webhook-certs")}
+        settings["server"] = {**settings.get("server", {}), **(server or {}),
+                              "certDir": str(self.workdir / "webhook-certs")}
         settings["certs"] = {**settings.get("certs", {}), "extraSANs": ["127.0.0.1"]}
         self.webhook = LocalWebhook(self.workdir, None, self.cluster.add_user(WEBHOOK), settings, port=self.port)
         self.webhook.wait_ready(START_SECONDS)
