@@ -4,9 +4,13 @@
 # The base is pinned to an exact Python patch release and Debian release; to pin it by digest as well:
 #   docker build --build-arg PYTHON_IMAGE=python:3.11.13-slim-bookworm@sha256:<digest> ...
 ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
+# The project's version (pyproject.toml, the one source): the image's version label. The build fails unless the
+# installed `kubenexus --version` says the same (tests/test_release.py checks this default against pyproject.toml).
+ARG VERSION=0.1.0
 
 # --- build: install the project (pip install .) into a self-contained virtual environment ---------------
 FROM ${PYTHON_IMAGE} AS build
+ARG VERSION
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/kubenexus
@@ -23,11 +27,14 @@ COPY workloads/ workloads/
 # Installs the wheel built from this tree and its dependencies (byte-compiled), then drops the installers.
 RUN /opt/kubenexus/bin/pip install . \
  && /opt/kubenexus/bin/pip uninstall --yes pip setuptools \
- && /opt/kubenexus/bin/kubenexus --help > /dev/null
+ && /opt/kubenexus/bin/kubenexus --help > /dev/null \
+ && test "$(/opt/kubenexus/bin/kubenexus --version)" = "kubenexus ${VERSION}"
 
 # --- runtime: the same slim base, the virtual environment, nothing else ---------------------------------
 FROM ${PYTHON_IMAGE}
+ARG VERSION
 LABEL org.opencontainers.image.title="kubenexus-gang-admission" \
+      org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.description="KubeNexus gang admission: mutating/validating webhook and gate controller" \
       org.opencontainers.image.licenses="Apache-2.0"
 # The runtime needs no installer: remove the base image's pip and setuptools too.

@@ -6,7 +6,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RUNTIME := $(VENV)/.installed-runtime
 
-.PHONY: test test-unit demo bench soak lint typecheck clean chromium
+.DEFAULT_GOAL := install
+.PHONY: install test test-unit demo docs bench soak lint typecheck clean chromium release
 
 $(BIN)/python:
 	@echo "Creating the virtual environment $(VENV) and upgrading its pip"
@@ -14,14 +15,17 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	@echo "Installing kubenexus-gang-admission with its test extra (pytest, mypy, ruff, kubectl, ...) into $(VENV)"
+	@echo "Installing kubenexus-gang-admission with its test extra (pytest, mypy, ruff, kubectl, mkdocs, ...) into $(VENV)"
 	$(BIN)/pip install --quiet --progress-bar off -e '.[test]'
 	touch $(RUNTIME) $(STAMP)
 
 $(RUNTIME): pyproject.toml | $(BIN)/python
-	@echo "Installing kubenexus-gang-admission and its runtime dependencies into $(VENV) (pip's progress follows)"
-	$(BIN)/pip install -e .
+	@echo "Installing kubenexus-gang-admission, its runtime dependencies and kubectl into $(VENV) (pip's progress follows)"
+	$(BIN)/pip install -e '.[kubectl]'
 	touch $(RUNTIME)
+
+# `make`: everything the tests, the docs and the walkthrough use, installed into $(VENV); nothing run.
+install: $(STAMP)
 
 # The Python packages and Chromium at once (-j2: their downloads overlap), then the checks.
 test:
@@ -29,6 +33,7 @@ test:
 	@$(MAKE) --no-print-directory typecheck
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $$(mktemp -d)
 	$(BIN)/python bench/admission_bench.py --smoke
 	$(BIN)/python bench/webhook_floor_bench.py --smoke
 	$(BIN)/python bench/cluster_bench.py --smoke
@@ -53,12 +58,16 @@ soak: $(STAMP)
 demo: $(RUNTIME)
 	$(BIN)/kubenexus demo
 
+# The documentation site (mkdocs.yml, docs/) into site/; strict: a broken link or a page not in the navigation fails.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 lint: $(STAMP) typecheck
 	$(BIN)/ruff check .
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict --follow-imports=silent gang controller workloads
-	$(BIN)/mypy kube webhook certs kubenexus cluster
+	$(BIN)/mypy kube webhook certs kubenexus cluster tools
 
 # Headless Chromium draws the gang timeline in tests/test_timeline_browser.py: installed with apt-get when missing
 # (root only); without it that test fails and says so.
@@ -75,5 +84,11 @@ chromium:
 	  else tail -5 $$log; echo "chromium: apt-get failed: the timeline browser test will fail"; fi; \
 	fi
 
+# dist/kubenexus-gang-admission*.yaml: one manifest per variant of deploy/, the image pinned to IMAGE:<version>
+# (pyproject.toml's), for `kubectl apply --server-side -f` (tools/release.py).
+IMAGE ?= kubenexus-gang-admission
+release: $(STAMP)
+	$(BIN)/python -m tools.release --image $(IMAGE)
+
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache dist site

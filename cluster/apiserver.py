@@ -18,11 +18,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
+
 from cluster import deletion, events, eviction, priority, tables
 from cluster.admission import Request, User, WebhookAdmission, validate_webhook_configuration
 from cluster.audit import AuditLog, request_info
 from cluster.defaults import apply_defaults, default_priority_class, label_namespace_name, scheduling_gated_condition
-from cluster.patches import PatchError, apply_patch
+from cluster.patches import APPLY_PATCH, PatchError, apply_patch, server_side_apply
 from cluster.rbac import review_errors, review_status, stored_policy
 from cluster.resources import Registry, Resource, from_crd
 from cluster.selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -275,9 +277,9 @@ class ApiServer:
             return self._create(target, _json(body), user, dry_run)
         if method == "PUT" and target.name:
             return self._update(target, lambda current: _json(body), user, dry_run, put=True)
+        if method == "PATCH" and target.name and content_type == APPLY_PATCH:
+            return self._apply(target, query, body, user, dry_run)
         if method == "PATCH" and target.name:
-            content_type = headers.get("content-type", "").split(";")[0].strip()
-
             def patched(current: Obj) -> Obj:
                 try:
                     return apply_patch(current, content_type, body)
@@ -450,6 +452,36 @@ class ApiServer:
         if resource.kind == "CustomResourceDefinition":
             self._establish(created)
         return Response(201, self._out(resource, created), warnings=warnings)
+
+    def _apply(self, target: Target, query: dict[str, str], body: bytes, user: User, dry_run: bool) -> Response:
+        """Server-side apply (``cluster/patches.py`` ``server_side_apply``): the object created when it does not
+        exist, else the apply configuration merged into it; ``fieldManager`` is required."""
+        resource = target.resource
+        manager = query.get("fieldManager", "")
+        if not manager:
+            raise ApiError(422, "Invalid", 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: '
+                                           "is required for apply patch")
+        try:
+            applied = yaml.safe_load(body.decode("utf-8"))
+        except (UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise ApiError(400, "BadRequest", f"error decoding YAML: {exc}") from None
+        if not isinstance(applied, dict):
+            raise ApiError(400, "BadRequest", "the body of the request is not a YAML object")
+        if (applied.get("apiVersion"), applied.get("kind")) != (resource.api_version, resource.kind):
+            raise ApiError(400, "BadRequest", f"the apply configuration is a {applied.get('apiVersion')} "
+                                              f"{applied.get('kind')}, not a {resource.api_version} {resource.kind}")
+        if (applied.get("metadata") or {}).get("name") != target.name:
+            raise ApiError(400, "BadRequest", "the name of the object does not match the name on the URL")
+        try:
+            self.store.get(self._stored(resource), target.namespace, target.name)
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+            return self._create(target, server_side_apply(None, applied, manager, resource.api_version, now()), user,
+                                dry_run)
+        return self._update(target, lambda current: server_side_apply(current, applied, manager,
+                                                                      resource.api_version, now()),
+                            user, dry_run, put=False)
 
     def _review(self, review: Any) -> Response:
         """SubjectAccessReview (``pkg/registry/authorization/subjectaccessreview``): validated, evaluated by the

@@ -4,7 +4,8 @@ Why: controllers, kubectl and our own gate controller all PATCH, and the result 
 and the HTTP error for a bad patch must match a real apiserver. JSON patch is RFC 6902 (evanphx errors:
 decode failure 400, apply failure 422), merge patch is RFC 7386, and strategic merge patch is a port of
 k8s.io/apimachinery/pkg/util/strategicpatch (server side: parallel lists merged, unmatched nulls
-ignored) driven by the patchStrategy/patchMergeKey tags of the built-in types we serve.
+ignored) driven by the patchStrategy/patchMergeKey tags of the built-in types we serve. Server-side apply
+(``server_side_apply``) is the part of it ``kubectl apply --server-side`` relies on: see its docstring.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from typing import Any, NamedTuple
 import jsonpatch
 import jsonpointer
 
-__all__ = ["JSON_PATCH", "MERGE_PATCH", "STRATEGIC_MERGE_PATCH", "PatchError", "apply_patch", "strategic_merge"]
+__all__ = ["APPLY_PATCH", "JSON_PATCH", "MERGE_PATCH", "STRATEGIC_MERGE_PATCH", "PatchError", "apply_patch",
+           "server_side_apply", "strategic_merge"]
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
 _MAX_JSON_PATCH_OPS = 10000
 
 
@@ -233,6 +236,125 @@ def strategic_merge(original: dict, patch: dict, schema_kind: str) -> dict:
         raise _unsupported((JSON_PATCH, MERGE_PATCH))
     merged = _merge_map(copy.deepcopy(original), copy.deepcopy(patch), _Field(fields=_BUILTIN[schema_kind][1]))
     return _strip_directives(merged)
+
+
+# --- server-side apply ---------------------------------------------------------------------------------------
+
+_Path = tuple[str, ...]  # FieldsV1 path elements: "f:<field>", "k:<list item key as JSON>", "v:<set value as JSON>"
+
+
+def server_side_apply(live: dict | None, applied: dict, manager: str, api_version: str, time: str) -> dict:
+    """``applied`` (an apply configuration, ``manager``'s whole intent) applied to ``live`` (None: created).
+
+    As the Server-Side Apply documentation describes it: the fields ``manager`` applied before and applies no more
+    are removed, the applied fields merged in (maps field by field; lists by the merge keys of the built-in types,
+    which are their list-map keys; other lists, and every list of a custom resource, replaced whole), and the
+    fields it applied recorded as its ``Apply`` entry in ``metadata.managedFields`` (FieldsV1), which is where the
+    next apply finds them. Not emulated: conflicts with other managers (409 without ``force``), since the emulator
+    records no field ownership for writes other than apply; nor are fields another manager also owns kept back
+    from removal.
+    """
+    kind = _builtin_kind(applied)
+    schema = _Field(fields=_BUILTIN[kind][1]) if kind else _NO_FIELD
+    intent = copy.deepcopy(applied)
+    meta = intent.get("metadata") or {}
+    meta.pop("managedFields", None)
+    meta.pop("resourceVersion", None)
+    owned = _owned({k: v for k, v in intent.items() if k not in ("apiVersion", "kind", "status")}, schema)
+    entries = [e for e in ((live or {}).get("metadata") or {}).get("managedFields") or []
+               if not (e.get("manager") == manager and e.get("operation") == "Apply")]
+    result = copy.deepcopy(live) if live is not None else {}
+    if live is not None:
+        before = next((e for e in live["metadata"].get("managedFields") or []
+                       if e.get("manager") == manager and e.get("operation") == "Apply"), None)
+        _drop(result, _paths(before.get("fieldsV1") or {}) - owned if before else set())
+    result = strategic_merge(result, intent, kind) if kind else _merge_patch(result, intent)
+    entries.append({"manager": manager, "operation": "Apply", "apiVersion": api_version, "time": time,
+                    "fieldsType": "FieldsV1", "fieldsV1": _fields_v1(owned)})
+    result.setdefault("metadata", {})["managedFields"] = entries
+    return result
+
+
+def _owned(value: Any, schema: _Field, path: _Path = ()) -> set[_Path]:
+    """Every field path of ``value``, as FieldsV1 names them."""
+    paths: set[_Path] = set()
+    if isinstance(value, dict):
+        for name, child in value.items():
+            here = (*path, f"f:{name}")
+            paths |= {here} | _owned(child, _sub(schema, name), here)
+    elif isinstance(value, list) and schema.key:
+        for item in value:
+            if isinstance(item, dict) and schema.key in item:
+                here = (*path, "k:" + json.dumps({schema.key: item[schema.key]}, separators=(",", ":")))
+                paths |= {here} | _owned(item, _Field(fields=schema.fields), here)
+    elif isinstance(value, list) and schema.key == "":
+        paths |= {(*path, "v:" + json.dumps(item, separators=(",", ":"))) for item in value}
+    return paths
+
+
+def _fields_v1(paths: set[_Path]) -> dict:
+    tree: dict = {}
+    for path in sorted(paths):
+        node = tree
+        for element in path:
+            node = node.setdefault(element, {})
+            if element.startswith("k:"):
+                node.setdefault(".", {})
+    return tree
+
+
+def _paths(tree: dict, path: _Path = ()) -> set[_Path]:
+    found: set[_Path] = set()
+    for element, child in tree.items():
+        if element != ".":
+            found |= {(*path, element)} | _paths(child, (*path, element))
+    return found
+
+
+def _drop(obj: dict, dropped: set[_Path]) -> None:
+    """Remove what a manager applied before and applies no more: a leaf, or a list item, whole; a map or list it
+    no longer applies only once nothing others wrote is left in it."""
+    removed: set[_Path] = set()
+    for path in sorted(dropped, key=len):
+        if any(path[:i] in removed for i in range(1, len(path))):
+            continue
+        leaf = not any(p[:len(path)] == path and p != path for p in dropped)
+        if leaf or path[-1].startswith("k:"):
+            _remove(obj, path, leaf=True)
+            removed.add(path)
+    for path in sorted(dropped - removed, key=len, reverse=True):
+        if not any(path[:i] in removed for i in range(1, len(path))):
+            _remove(obj, path, leaf=False)
+
+
+def _remove(obj: Any, path: _Path, leaf: bool) -> None:
+    """Remove the field at ``path`` from ``obj``: a leaf always, a map or list only once nothing is left in it."""
+    parent = obj
+    for element in path[:-1]:
+        parent = _step(parent, element)
+        if parent is None:
+            return
+    last = path[-1]
+    target = _step(parent, last)
+    if target is None or (not leaf and target not in ({}, [])):
+        return
+    if last.startswith("f:") and isinstance(parent, dict):
+        parent.pop(last[2:], None)
+    elif isinstance(parent, list):
+        parent.remove(target)
+
+
+def _step(node: Any, element: str) -> Any:
+    kind, text = element[:2], element[2:]
+    if kind == "f:":
+        return node.get(text) if isinstance(node, dict) else None
+    if not isinstance(node, list):
+        return None
+    if kind == "k:":
+        key = json.loads(text)
+        return next((i for i in node if isinstance(i, dict) and all(i.get(k) == v for k, v in key.items())), None)
+    value = json.loads(text)
+    return value if value in node else None
 
 
 # --- strategic merge (port of strategicpatch.mergeMap and friends) ----------------------------------

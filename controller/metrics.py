@@ -25,6 +25,7 @@ PODGROUP_OUTCOMES = ("ok", "conflict", "error")
 class Metrics:
     registry: CollectorRegistry
     gangs: Gauge  # {state}
+    gangs_not_scheduled: Gauge  # gangs whose decision is Cause.NO_SCHEDULER
     gang_wait_seconds: Histogram
     release_latency_seconds: Histogram
     patch_errors: Counter  # {reason}: keep reasons a small fixed set (the API Status reason)
@@ -65,6 +66,10 @@ def new_metrics() -> Metrics:
     metrics = Metrics(
         registry=registry,
         gangs=gangs,
+        gangs_not_scheduled=Gauge(
+            "kubenexus_controller_gangs_not_scheduled",
+            "Gangs no scheduler serves: released members nothing binds, or gangs held back until a scheduler of "
+            "their schedulerName acts (GangNotScheduled)", registry=registry),
         gang_wait_seconds=Histogram(
             "kubenexus_controller_gang_wait_seconds", "From a gang's oldest member's creation to its release",
             buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600), registry=registry),

@@ -479,6 +479,7 @@ class Controller:
                 self.metrics.gang_wait_seconds.observe(decision.waited)
             self._announce(decision)
         self.metrics.set_gang_counts(counts)
+        self.metrics.gangs_not_scheduled.set(sum(1 for d in cycle.gangs if d.cause == Cause.NO_SCHEDULER))
         for key in [k for k in self._last if k not in seen]:
             del self._last[key]
         self._timed_out &= seen

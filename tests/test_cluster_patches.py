@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from cluster.patches import PatchError, apply_patch, strategic_merge
+from cluster.patches import PatchError, apply_patch, server_side_apply, strategic_merge
 
 pytestmark = pytest.mark.unit
 
@@ -444,3 +444,46 @@ def test_merge_key_missing_in_patch_item_is_an_unclassified_server_error() -> No
 
 def test_strategic_merge_null_body_changes_nothing() -> None:
     assert apply_patch(pod(), SMP, b"null") == pod()
+
+
+# --- server-side apply ("Server-Side Apply", kubernetes.io reference): the manager's intent, field by field ----
+
+
+def deployment(image: str, labels: dict, env: list) -> dict:
+    container = {"name": "main", "image": image, "env": env}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "ns",
+                                                                        "labels": labels},
+            "spec": {"template": {"spec": {"containers": [container]}}}}
+
+
+def test_apply_creates_then_merges_and_drops_only_what_the_manager_stopped_applying() -> None:
+    first = server_side_apply(None, deployment("a:1", {"app": "d", "old": "x"}, [{"name": "A", "value": "1"}]),
+                              "kubectl", "apps/v1", "t0")
+    [entry] = first["metadata"]["managedFields"]
+    assert (entry["manager"], entry["operation"], entry["fieldsType"]) == ("kubectl", "Apply", "FieldsV1")
+    assert entry["fieldsV1"]["f:metadata"]["f:labels"] == {"f:app": {}, "f:old": {}}
+    assert 'k:{"name":"main"}' in entry["fieldsV1"]["f:spec"]["f:template"]["f:spec"]["f:containers"]
+    # another writer (an Update: not tracked) adds a label, a container and an env var
+    live = copy.deepcopy(first)
+    live["metadata"]["labels"]["theirs"] = "y"
+    live["spec"]["template"]["spec"]["containers"][0]["env"].append({"name": "THEIRS", "value": "2"})
+    live["spec"]["template"]["spec"]["containers"].append({"name": "sidecar", "image": "s:1"})
+    # the next apply drops the label "old" and env A, changes the image
+    second = server_side_apply(live, deployment("a:2", {"app": "d"}, [{"name": "B", "value": "3"}]),
+                               "kubectl", "apps/v1", "t1")
+    assert second["metadata"]["labels"] == {"app": "d", "theirs": "y"}
+    containers = second["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["main", "sidecar"] and containers[0]["image"] == "a:2"
+    assert sorted(e["name"] for e in containers[0]["env"]) == ["B", "THEIRS"]
+    assert [e["time"] for e in second["metadata"]["managedFields"]] == ["t1"]
+
+
+def test_apply_of_a_custom_resource_replaces_its_lists_and_keeps_other_managers_entries() -> None:
+    rule = {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule", "metadata": {"name": "r"},
+            "spec": {"groups": [{"name": "a"}, {"name": "b"}]}}
+    live = server_side_apply(None, rule, "kubectl", "monitoring.coreos.com/v1", "t0")
+    live["metadata"]["managedFields"].append({"manager": "other", "operation": "Update"})
+    again = server_side_apply(live, {**rule, "spec": {"groups": [{"name": "b"}]}}, "kubectl",
+                              "monitoring.coreos.com/v1", "t1")
+    assert again["spec"] == {"groups": [{"name": "b"}]}
+    assert [e["manager"] for e in again["metadata"]["managedFields"]] == ["other", "kubectl"]

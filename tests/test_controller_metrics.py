@@ -20,7 +20,8 @@ def test_every_metric_is_exposed_with_its_name() -> None:
                  "kubenexus_controller_release_latency_seconds", "kubenexus_controller_patch_errors_total",
                  "kubenexus_controller_decision_seconds", "kubenexus_controller_gang_timeouts_total",
                  "kubenexus_controller_is_leader", "kubenexus_controller_events_dropped_total",
-                 "kubenexus_controller_gangs_by_phase", "kubenexus_controller_podgroup_requests_total"):
+                 "kubenexus_controller_gangs_by_phase", "kubenexus_controller_podgroup_requests_total",
+                 "kubenexus_controller_gangs_not_scheduled"):
         assert f"# TYPE {name} " in text, name
 
 

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import tomllib
 import urllib.request
 from collections.abc import Iterator
@@ -36,7 +35,9 @@ from gang import keys
 from gang.config import SYSTEM_NAMESPACES, Config, load_config
 from gang.quantity import parse_quantity
 from kubenexus.cli import parser as cli_parser
-from tests.support.deploy import KUBECTL, ROOT, Kubectl
+from tests.support.deploy import ROOT, Kubectl
+from tests.support.schemas import SCHEMA_VERSIONS, validate
+from tools import release
 
 pytestmark = pytest.mark.e2e
 
@@ -45,13 +46,13 @@ VARIANTS = {"base": "deploy/base", "cert-manager": "deploy/overlays/cert-manager
 NAMESPACE = "kubenexus-system"
 PART_OF = ("app.kubernetes.io/part-of", "kubenexus-gang-admission")
 CONFIG_PATH = "/etc/kubenexus/config.yaml"
-SCHEMA_VERSIONS = ("1.30", kubernetes_validate.latest_version())
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 # The documented uninstall (README "Uninstall"), {dir} being the variant that was installed. Webhook
 # configurations first, so that the apiserver stops calling a webhook that is going away; then the components,
 # so that nothing recreates what follows; then what the components created at run time (the namespace's deletion
-# removes those in a real cluster; the local cluster has no such cascade); then everything the manifests created.
+# removes those in a real cluster; the local cluster has no such cascade); then everything the manifests created
+# but the PodGroup CRD; last, when asked, the CRD.
 UNINSTALL = (
     "delete mutatingwebhookconfiguration/kubenexus-gang-admission "
     "validatingwebhookconfiguration/kubenexus-gang-admission --ignore-not-found",
@@ -59,16 +60,15 @@ UNINSTALL = (
     "--ignore-not-found --cascade=foreground",
     "-n kubenexus-system delete secret/kubenexus-webhook-tls secret/kubenexus-ca lease/kubenexus-controller "
     "--ignore-not-found",
-    "delete -k {dir} --ignore-not-found",
+    "delete -k {dir} --ignore-not-found -l app.kubernetes.io/component!=podgroup-api",
+    "delete crd/podgroups.scheduling.kubenexus.io --ignore-not-found",  # only if asked: every PodGroup goes too
 )
 
 Obj = dict[str, Any]
 
 
 def kustomize(directory: str | Path) -> list[Obj]:
-    done = subprocess.run([str(KUBECTL), "kustomize", str(directory)], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, f"kubectl kustomize {directory}: {done.stderr}"
-    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    return [doc for doc in yaml.safe_load_all(release.kustomize(directory)) if doc]
 
 
 @pytest.fixture(scope="module")
@@ -177,51 +177,6 @@ def test_bindings_bind_every_role_to_our_service_accounts(rendered: dict[str, li
 
 
 # --- schemas ---------------------------------------------------------------------------------------------------
-
-# cert-manager.io/v1 is not in the Kubernetes schemas: the fields cert-manager's CRDs require, and the types of
-# the ones we set (no unknown fields), for the two kinds the cert-manager overlay uses. Any other kind outside
-# the Kubernetes schemas fails the test.
-_META = {"type": "object", "required": ["name", "namespace"]}
-_ISSUER_REF = {"type": "object", "required": ["name"], "additionalProperties": False,
-               "properties": {"name": {"type": "string"}, "kind": {"enum": ["Issuer", "ClusterIssuer"]},
-                              "group": {"const": "cert-manager.io"}}}
-CERT_MANAGER_SCHEMAS: dict[str, Obj] = {
-    "Issuer": {
-        "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
-        "properties": {"apiVersion": {"const": "cert-manager.io/v1"}, "metadata": _META, "spec": {
-            "type": "object", "minProperties": 1, "maxProperties": 1, "additionalProperties": False,
-            "properties": {"selfSigned": {"type": "object"},
-                           "ca": {"type": "object", "required": ["secretName"],
-                                  "properties": {"secretName": {"type": "string"}}}}}},
-    },
-    "Certificate": {
-        "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
-        "properties": {"apiVersion": {"const": "cert-manager.io/v1"}, "metadata": _META, "spec": {
-            "type": "object", "required": ["secretName", "issuerRef"], "additionalProperties": False,
-            "anyOf": [{"required": ["commonName"]}, {"required": ["dnsNames"]}],
-            "properties": {
-                "secretName": {"type": "string"}, "issuerRef": _ISSUER_REF, "isCA": {"type": "boolean"},
-                "commonName": {"type": "string", "maxLength": 64},
-                "dnsNames": {"type": "array", "items": {"type": "string"}, "minItems": 1},
-                "duration": {"type": "string", "pattern": r"^\d+h$"},
-                "renewBefore": {"type": "string", "pattern": r"^\d+h$"},
-                "usages": {"type": "array", "items": {"enum": ["server auth", "client auth", "digital signature",
-                                                               "key encipherment", "cert sign"]}},
-                "privateKey": {"type": "object", "additionalProperties": False, "properties": {
-                    "algorithm": {"enum": ["RSA", "ECDSA", "Ed25519"]}, "size": {"type": "integer"},
-                    "encoding": {"enum": ["PKCS1", "PKCS8"]}, "rotationPolicy": {"enum": ["Never", "Always"]}}},
-            }}},
-    },
-}
-
-
-def validate(obj: Obj, version: str) -> None:
-    if obj["apiVersion"].startswith("cert-manager.io/"):
-        assert obj["kind"] in CERT_MANAGER_SCHEMAS, f"no schema for {obj['apiVersion']} {obj['kind']}"
-        jsonschema.validate(obj, CERT_MANAGER_SCHEMAS[obj["kind"]])
-    else:
-        kubernetes_validate.validate(obj, version, strict=True)
-
 
 @pytest.mark.parametrize("version", SCHEMA_VERSIONS)
 @pytest.mark.parametrize("variant", VARIANTS)

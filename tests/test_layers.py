@@ -16,7 +16,7 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ("gang", "kube", "certs", "webhook", "controller", "kubenexus")
-OURS = (*PRODUCT, "cluster", "workloads", "bench", "tests")
+OURS = (*PRODUCT, "cluster", "workloads", "bench", "tests", "tools")
 
 #: Our packages each package may import (itself always).
 MAY_IMPORT: dict[str, set[str]] = {
@@ -29,7 +29,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "cluster": {"workloads"},  # the emulator: an independent check of the product, sharing none of its code
     "workloads": {"gang", "cluster"},  # one folder per operator kind, pinned by part (WORKLOAD_PARTS)
     "bench": {*PRODUCT, "cluster", "workloads"},
-    "tests": {*PRODUCT, "cluster", "workloads"},
+    "tests": {*PRODUCT, "cluster", "workloads", "tools"},
+    "tools": set(),  # maintainers' tools (make release): they render deploy/, they import nothing of the product
 }
 
 #: workloads/ by part. A kind's records (its ``__init__.py``; and ``workloads/__init__.py``, ``record.py``,

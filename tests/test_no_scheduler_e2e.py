@@ -85,11 +85,14 @@ def test_a_gang_no_scheduler_picks_up_is_noticed_and_holds_nothing_until_one_run
                                           for text in found) else None
 
         wait_for(problems, 20.0, "the doctor's checks report both gangs")
+        not_scheduled = "kubenexus_controller_gangs_not_scheduled"  # the alert KubeNexusNoScheduler's series
+        wait_for(lambda: controller.metrics.registry.get_sample_value(not_scheduled) == 2, 20.0, "both counted")
 
         late = Scheduler(cluster.api, (SCHEDULER,))  # the scheduler is installed
         cluster.components.append(late)
         late.start()
         wait_pods(kube, ns, lambda pods: len(pods) == 4 and all(running(p) for p in pods), "both gangs running")
         wait_for(lambda: scheduled(kube, ns, "first").get("status") == "True", 20.0, "first: Scheduled True")
+        wait_for(lambda: controller.metrics.registry.get_sample_value(not_scheduled) == 0, 20.0, "none counted")
     finally:
         controller.stop()

