@@ -47,7 +47,7 @@ SERIES_INTERVAL = 10.0  # seconds: a channel's material changes within one phase
 HEARTBEAT = 1800.0  # seconds: nothing material for this long, and the channel is told again (client-go's refresh)
 
 # events.k8s.io/v1 ``action``: what the controller did about the regarded object.
-HOLD, RELEASE, OBSERVE, EVICT, JOIN = "HoldGate", "RemoveGate", "Observe", "Evict", "Join"
+HOLD, RELEASE, OBSERVE, EVICT, JOIN, PREEMPT = "HoldGate", "RemoveGate", "Observe", "Evict", "Join", "Preempt"
 
 
 # Per phase: the Event's reason, type and action, and whether it also goes to gated members (a gated pod's
@@ -61,7 +61,7 @@ PHASE_EVENTS: dict[Phase, tuple[str, str, str, bool]] = {
     Phase.SUCCEEDED: ("GangSucceeded", "Normal", OBSERVE, False),
     Phase.FAILED: ("GangFailed", "Warning", OBSERVE, False),
 }
-_WAITS = (Phase.PENDING, Phase.WAITING, Phase.NEVER_FITS, Phase.NOT_CERTIFIABLE)
+_WAITS = (Phase.PENDING, Phase.WAITING, Phase.NEVER_FITS, Phase.NOT_CERTIFIABLE, Phase.PREEMPTING)
 # A complete gang that waits for something else than capacity, told as a state of its own: its root's constraints
 # cannot be read, no scheduler serves its schedulerName.
 CAUSE_EVENTS: dict[Cause, tuple[str, str, str, bool]] = {

@@ -45,6 +45,7 @@ from controller.fitting import Fitting
 from controller.integrity import Integrity, Stuck, StuckReason
 from controller.members import Expected, GangKey, PodView
 from controller.planner import PlanResult, check_placement
+from controller.preemption import Futile, InFlight, Preemption, Unit, Victims
 from controller.problem import Member, NodeFree
 from controller.rooms import Rooms, shape_of
 from controller.roots import Unknown
@@ -81,6 +82,7 @@ class Cause(StrEnum):
     ROOT = "root"  # what its root asks cannot be read (``controller/roots.py``): never planned without it
     ROOT_UNSEEN = "root-unseen"  # as ROOT, the root not delivered by its watch yet, within ROOT_LAG_SECONDS: told once
     # it lasts
+    PREEMPTING = "preempting"  # it evicts lower-priority work to fit, and waits for it to go (controller/preemption.py)
     NO_SCHEDULER = "no-scheduler"  # no scheduler serves its schedulerName (``controller/schedulers.py``); also said of
     # a released gang whose pods nobody binds
 
@@ -128,10 +130,24 @@ class GangDecision:
     topology: Request = ()
     # With a topology: the domains its plan uses (released, running), or the best domain's (waiting, whole gang).
     domains: tuple[str, ...] = ()
+    preemption: InFlight | None = None  # the preemption it has under way
 
     @property
     def name(self) -> str:
         return self.key[1]
+
+
+@dataclass(frozen=True)
+class Preempting:
+    """Evict ``victims`` (lower-priority units, whole) so that gang ``key`` fits: its ``round``-th preemption."""
+
+    key: GangKey
+    owner: str
+    sample: PodView  # a member of the preemptor, for its root
+    victims: tuple[Unit, ...]
+    nodes: int  # the nodes of the plan their room makes
+    members: int
+    round: int
 
 
 @dataclass
@@ -139,6 +155,7 @@ class Cycle:
     gangs: list[GangDecision]
     releases: list[Release]
     evictions: list[Eviction] = field(default_factory=list)
+    preemptions: list[Preempting] = field(default_factory=list)
 
 
 # A waiting gang's "not yet" holds while nothing freed, no member changed and no held room was given back:
@@ -159,6 +176,8 @@ class Engine:
         self.books = Bookkeeping(state)
         self.backfill = Backfill(state)
         self.fitting = Fitting(state, self.feasibility, self.rooms)
+        self.preemption = Preemption(state, self.fitting, config.preemption)
+        self._preemptions: list[Preempting] = []  # this pass's
         self._not_yet: dict[GangKey, tuple[_Token, PlanResult, list[PodView], tuple[str, ...]]] = {}
         # Started gangs: their topology request and the domains they were released into.
         self._placed_in: dict[GangKey, tuple[Request, tuple[str, ...]]] = {}
@@ -174,12 +193,15 @@ class Engine:
                 del cache[key]
         self.integrity.prune(lambda uid: uid in self.state.pods)
         self.schedulers.update(now)
+        self.preemption.prune(now)
+        self._preemptions = []
         every = [g for g in map(self.books.gang, list(self.state.gangs)) if g]
         out = {g.key for g in every if self._opted_out(g)}
         evictions = [self._evict(gang, loose, whole_gang=False)
                      for gang in every if gang.key not in out and (loose := self._loose(gang))]
         gangs = [g for g in map(self.books.gang, list(self.state.gangs)) if g and g.key not in out]
         held = self.books.held(gangs, now)
+        held.update(self.preemption.held())
         self.books.observe(held)
         releases: list[Release] = []
         decisions = [self._leave(gang, now, releases) for gang in every if gang.key in out]
@@ -199,7 +221,7 @@ class Engine:
             self._extra(gang, decision, pod, held, claims, releases)
         self.backfill.end_pass(g.key for g in waiting)
         self.rooms.prune()
-        return Cycle(decisions, releases, evictions)
+        return Cycle(decisions, releases, evictions, self._preemptions)
 
     def _opted_out(self, gang: Gang) -> bool:
         """Its root now says ``kubenexus.io/gang-scheduling: "false"`` (an edit to a live job applies at once)."""
@@ -254,15 +276,19 @@ class Engine:
         held (its slots, vacancies, shadow plan): its operator recreates it through admission, gated."""
         if whole_gang:
             pods = tuple(p for p in gang.members if not p.deleting and not (p.terminal and not p.failed))
-            self.books.forget(gang.key)
-            self.backfill.forget(gang.key)
-            self._placed_in.pop(gang.key, None)
-            self.state.vacancies.pop(gang.key, None)
+            self._forget(gang.key)
         else:
             pods = tuple(s.pod for s in stuck)
         self.state.mark_evicted(pods)
         message = stuck[0].message if whole_gang else "; ".join(s.message for s in stuck)
         return Eviction(gang.key, gang.owner, pods, stuck[0].reason, message, whole_gang)
+
+    def _forget(self, key: GangKey) -> None:
+        """A gang evicted or preempted whole holds nothing any more: its operator recreates it through admission."""
+        self.books.forget(key)
+        self.backfill.forget(key)
+        self._placed_in.pop(key, None)
+        self.state.vacancies.pop(key, None)
 
     def _evicted(self, gang: Gang, result: GangDecision, stuck: Stuck, evictions: list[Eviction]) -> GangDecision:
         evictions.append(self._evict(gang, [stuck], whole_gang=True))
@@ -476,6 +502,20 @@ class Engine:
         if held_back is not None:
             result.cause, result.reason = Cause.NO_SCHEDULER, held_back
             return self._hold(gang, result, placed, now, evictions)
+        priorities = sorted({p.priority for p in gang.live})
+        if len(priorities) > 1:  # which would it be ordered, preempt and be preempted by?
+            result.decision = Verdict.NOT_CERTIFIABLE
+            result.reason = (f"members have different priorities ({', '.join(map(str, priorities))}): give all the "
+                             "job's pods one PriorityClass")
+            return self._hold(gang, result, placed, now, evictions)
+        if self.preemption.remaining(gang.key):  # no second round while the victims of the first go
+            result.cause, result.preemption = Cause.PREEMPTING, self.preemption.inflight[gang.key]
+            left = len(self.preemption.remaining(gang.key))
+            result.reason = (f"preempting: {left} of the {len(result.preemption.victims)} pods it evicts are not gone "
+                             f"yet (round {result.preemption.round}); the room they free is held for it")
+            return self._hold(gang, result, placed, now, evictions)
+        if gang.key in self.preemption.inflight:  # they are gone: the room held for it is its own
+            held = {key: per_node for key, per_node in held.items() if key != gang.key}
         reasons = sorted({p.uncertifiable for p in live if p.uncertifiable} |
                          {e.uncertifiable for e in gang.expected if e.uncertifiable})
         best_effort = root.get(keys.BEST_EFFORT) == "true"
@@ -515,6 +555,7 @@ class Engine:
             result.reason = f"all {len(found.placement)} members fit on {nodes} node(s){_where(request, domains)}" \
                             f"{expected_note}"
             self._placed_in[gang.key] = (request, domains)
+            self.preemption.done(gang.key)
             if reasons:
                 result.reason += (f"; best effort: members with {'; '.join(reasons)} are released unpinned, "
                                   "for the scheduler to place")
@@ -533,12 +574,51 @@ class Engine:
             result.reason += (f"; bound without the controller's release ({where}), members keep the rest of their "
                               f"unit to their {'/'.join(sorted({t.key for t in request if t.required}))} domain")
         result.short = max(len(members) - found.placed_max, 0)
+        if self.preemption.may(gang) and self._preempt(gang, members, request, held, result, now):
+            return self._hold(gang, result, placed, now, evictions)
         if result.waited >= self.config.starvation_seconds:
             shadow = result.shadow = self.backfill.shadow(gang.key, members, claims, held, request, roles)
             result.reason += (f"; waiting longer than {self.config.starvation_seconds:g}s: capacity is held for it "
                               f"on {len(set(shadow.values()))} node(s) as it frees up" if shadow else
                               "; starving, but no shadow plan exists over capacity that will free up")
         return self._hold(gang, result, placed, now, evictions)
+
+    def _preempt(self, gang: Gang, members: list[Member], request: Request, held: Held, result: GangDecision,
+                 now: float) -> bool:
+        """Evict lower-priority units for the gang if that lets it fit (``controller/preemption.py``); True when it
+        preempts (or waits for pods preempted earlier), False when preemption would not help (said in the reason)."""
+        if any(p.node for p in gang.live) and request:  # members bound without a release fix their unit's domain
+            members = self.fitting.anchored(members, gang, request)
+        found = self.preemption.find(gang, members, request, held)
+        if isinstance(found, Futile):
+            result.reason += f"; {found.reason}"
+            return False
+        result.cause = Cause.PREEMPTING
+        if isinstance(found, str):
+            result.reason += f"; {found}"
+            return True
+        self._evict_victims(gang, found, members, now)
+        flight = result.preemption = self.preemption.inflight[gang.key]
+        pods, gangs = len(found.pods), sum(1 for u in found.units if u.gang is not None)
+        result.reason = (f"preempting {len(found.units)} unit(s) of lower priority ({gangs} gang(s), {pods} pod(s): "
+                         f"{', '.join(u.name for u in found.units[:3])}{', ...' if len(found.units) > 3 else ''}) "
+                         f"to place its {len(members)} members on {len(set(found.placement.values()))} node(s) "
+                         f"(round {flight.round}); it is released once they are gone")
+        return True
+
+    def _evict_victims(self, gang: Gang, victims: Victims, members: list[Member], now: float) -> None:
+        """The preemption's bookkeeping: the victims out of their gangs' views (never replaced, no vacancy), the
+        victim gangs told who preempted them, the room held for the preemptor, and the evictions to carry out."""
+        self.preemption.start(gang, victims, members, now)
+        note = f"preempted by gang {gang.key[0]}/{gang.key[1]} (priority {gang.priority})"
+        for unit in victims.units:
+            if unit.gang is not None:
+                self._forget(unit.gang)
+                self.state.preempted[unit.gang] = (note, now)
+        self.state.mark_evicted(victims.pods)
+        self._preemptions.append(Preempting(gang.key, gang.owner, gang.sample, victims.units,
+                                            len(set(victims.placement.values())), len(members),
+                                            self.preemption.inflight[gang.key].round))
 
     def _plan_waiting(self, gang: Gang, live: list[PodView], needed: int, expected: list[Member], held: Held,
                       claims: dict[str, Resources], request: Request

@@ -53,6 +53,30 @@ class Evictor:
         self._submit("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}", patch, "application/json-patch+json",
                      done)
 
+    def disrupt(self, namespace: str, name: str, uid: str, reason: str, message: str,
+                done: Callable[[int], None]) -> None:
+        """Preempt the pod as kube-scheduler preempts: its ``DisruptionTarget`` condition (``reason``, ``message``:
+        a Job's ``podFailurePolicy`` can tell a preemption from a failure by it), then a DELETE with its own grace
+        period, if it still is ``uid``; ``done`` with the DELETE's final status (or the PATCH's, when it failed)."""
+        self._pool.submit(self._disrupt, namespace, name, uid, reason, message, done)
+
+    def _disrupt(self, namespace: str, name: str, uid: str, reason: str, message: str,
+                 done: Callable[[int], None]) -> None:
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        condition = {"type": "DisruptionTarget", "status": "True", "reason": reason, "message": message,
+                     "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        body = {"metadata": {"uid": uid}, "status": {"conditions": [condition]}}
+        try:
+            status = self._request("PATCH", f"{path}/status", body, "application/strategic-merge-patch+json")
+            if status in (200, 201):
+                preconditions = {"uid": uid}
+                status = self._request("DELETE", path, {"apiVersion": "v1", "kind": "DeleteOptions",
+                                                        "preconditions": preconditions}, None)
+            done(status)
+        except Exception:  # a bug here must not kill the pool thread silently
+            log.exception("preempting %s failed", path)
+            done(0)
+
     def stop(self) -> None:
         self._stopped.set()
         self._pool.shutdown(wait=False, cancel_futures=True)

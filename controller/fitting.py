@@ -5,11 +5,11 @@ every node, and the few nodes to try before all of them).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from controller.bookkeeping import Gang, HeldRoom
-from controller.capacity import subtract
+from controller.capacity import add, subtract
 from controller.explain import slots_text, too_big_text
 from controller.feasibility import Feasibility
 from controller.members import PodView
@@ -18,7 +18,16 @@ from controller.predicates import HostPort, gang_member_port
 from controller.problem import Member, NodeFree, Unplaceable, no_node_of
 from controller.rooms import RoomIndex, Rooms, Shape, prefix
 from controller.state import ClusterState
-from controller.topology import DomainTable, Request, TopologyPlan, anchored, domains_used, plan_in_table, plan_request
+from controller.topology import (
+    DomainTable,
+    Request,
+    TopologyPlan,
+    anchored,
+    domains_used,
+    plan_in_table,
+    plan_request,
+    table_of,
+)
 from gang.resources import Resources
 
 _NO_PORTS: frozenset[HostPort] = frozenset()
@@ -174,6 +183,33 @@ class Fitting:
         for member in members:
             placed.pop(member.name, None)
         return anchored(members, request, self.roles(gang), placed, self.state.labeller, usable(members))
+
+    def plan_with_room(self, members: list[Member], gang: Gang, held: HeldRoom, request: Request,
+                       room: Callable[[str], Resources]) -> TopologyPlan:
+        """A plan as if ``room(node)`` more were free on every node some member may use (the room preemption could
+        make): over every such node, without the room indexes and the state's domain sums, which count only what is
+        free now."""
+        nodes = [replace(node, free=add(node.free, room(node.name)))
+                 for node in self.nodes(gang, usable(members), held, None)]
+        if not request:
+            return TopologyPlan(plan(members, nodes))
+        by_name = {node.name: node for node in nodes}
+
+        def view(chosen: Sequence[NodeFree]) -> list[NodeFree]:
+            return [by_name[node.name] for node in chosen]
+
+        def solve(chosen: Sequence[Member], where: Sequence[NodeFree]) -> PlanResult:
+            return plan(chosen, view(where))
+
+        labeller = self.state.labeller
+        if request[0].whole:
+            found = plan_in_table(members, table_of(nodes, labeller(request[0].key)), request[0], solve)
+        else:
+            found = plan_request(members, nodes, labeller, request, self.roles(gang), view=view)
+        if not found.fallback:
+            return found
+        anywhere = plan(members, nodes)
+        return TopologyPlan(anywhere, domains_used(anywhere.placement or {}, labeller(request[0].key)))
 
     def plan_guided(self, members: list[Member], shapes: list[Shape], gang: Gang, held: HeldRoom,
                     limits: Mapping[str, Resources] | None) -> PlanResult:

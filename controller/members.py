@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -78,6 +78,8 @@ def placement_key(spec: Obj, requests: Mapping[str, Decimal]) -> str:
 #: PodScheduled=False with this reason: the apiserver's mark of a gated pod, which no scheduler has tried yet.
 SCHEDULING_GATED = "SchedulingGated"
 DEFAULT_SCHEDULER = "default-scheduler"  # what the apiserver defaults spec.schedulerName to
+DISRUPTION_TARGET = "DisruptionTarget"  # the pod condition of a pod being preempted or evicted
+_NONE: Mapping[str, str] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +226,10 @@ class PodView:
     role: str = ""  # a gang member's role, from its root kind's role label (per-role topology requests)
     child: str = ""  # the child Job a gang member belongs to, for kinds that have them (JobSet's exclusive topology)
     scheduler: str = DEFAULT_SCHEDULER  # spec.schedulerName
+    labels: Mapping[str, str] = field(default_factory=dict)  # of pods that may be preempted (bound or released,
+    # not DaemonSet or static pods): which PodDisruptionBudgets cover them
+    preempts: bool = True  # spec.preemptionPolicy is not Never: it may preempt lower-priority pods
+    disrupted: bool = False  # DisruptionTarget True: on its way out because of a preemption or an eviction
 
     @property
     def touched(self) -> bool:
@@ -367,6 +373,10 @@ def pod_view(pod: Obj) -> PodView:
         admission=_admission_view(meta, spec) if escapable and unbound else None,
         priority_class=sys.intern(str(spec.get("priorityClassName") or "")) if gang else "",
         scheduler=sys.intern(str(spec.get("schedulerName") or DEFAULT_SCHEDULER)),
+        labels=labels if (spec.get("nodeName") or planned) and not permanent and isinstance(labels, dict) else _NONE,
+        preempts=spec.get("preemptionPolicy") != "Never",
+        disrupted=any(c.get("type") == DISRUPTION_TARGET and c.get("status") == "True"
+                      for c in status.get("conditions") or [] if isinstance(c, dict)),
         **(_unit(str(annotations.get(keys.OWNER_ANNOTATION) or ""), labels) if gang else {}),
     )
 

@@ -16,7 +16,8 @@ from controller.integrity import StuckReason
 
 GANG_STATES = ("waiting", "releasing", "running", "never_fits", "not_certifiable", "evicting", "opted_out")
 # The PodGroup phases (controller/status.py Phase): the gangs_by_phase gauge, one series per phase.
-GANG_PHASES = ("Pending", "Waiting", "Releasing", "Running", "Succeeded", "Failed", "NeverFits", "NotCertifiable")
+GANG_PHASES = ("Pending", "Waiting", "Releasing", "Running", "Succeeded", "Failed", "NeverFits", "NotCertifiable",
+               "Preempting")
 PODGROUP_VERBS = ("create", "patch", "patch_status")
 PODGROUP_OUTCOMES = ("ok", "conflict", "error")
 
@@ -39,6 +40,8 @@ class Metrics:
     repair_errors: Counter  # {reason}
     gang_phases: Gauge  # {phase}: GANG_PHASES
     podgroup_requests: Counter  # {verb, outcome}
+    preemptions: Counter  # preemptions started (controller/preemption.py)
+    preempted_pods: Counter  # {kind}: gang (members of our gangs), pod (any other)
 
     def set_gang_phases(self, counts: Mapping[str, int]) -> None:
         """Every phase's gauge at once (phases missing from ``counts`` are zero)."""
@@ -109,7 +112,15 @@ def new_metrics() -> Metrics:
                                   "Requests writing PodGroups, by verb (create, patch, patch_status) and outcome",
                                   ["verb", "outcome"],
                                   registry=registry),
+        preemptions=Counter("kubenexus_controller_preemptions_total",
+                            "Preemptions started: a waiting gang evicting lower-priority units to fit",
+                            registry=registry),
+        preempted_pods=Counter("kubenexus_controller_preempted_pods_total",
+                               "Pods preempted for gangs, by kind: gang (members of gangs, whole) or pod",
+                               ["kind"], registry=registry),
     )
+    for kind in ("gang", "pod"):
+        metrics.preempted_pods.labels(kind)
     for reason in StuckReason:  # every series from the first scrape, like the gang states
         metrics.gang_evictions.labels(reason)
         metrics.member_evictions.labels(reason)

@@ -321,6 +321,21 @@ def _label_matches(labels: Mapping[str, str], key: str, operator: str, values: t
     return actual > bound if operator == "Gt" else actual < bound
 
 
+def selector_matches(selector: Obj | None, labels: Mapping[str, str]) -> bool:
+    """A ``metav1.LabelSelector`` (``LabelSelectorAsSelector``): matchLabels and matchExpressions (In, NotIn, Exists,
+    DoesNotExist) all hold; an empty selector matches everything, None nothing, an invalid one nothing."""
+    if selector is None:
+        return False
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        requirement = _label_requirement(expr) if isinstance(expr, dict) else None
+        if requirement is None or requirement[1] in ("Gt", "Lt") or not _label_matches(labels, *requirement):
+            return False
+    return True
+
+
 _OPERATOR_TEXT = {"In": "in", "NotIn": "notin"}
 
 

@@ -30,8 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from controller import slim
-from controller.announce import EVICT, JOIN, Announcer, Tell
-from controller.engine import Cause, Cycle, Engine, Eviction, GangDecision, Release, Verdict
+from controller.announce import EVICT, JOIN, PREEMPT, Announcer, Tell
+from controller.engine import Cause, Cycle, Engine, Eviction, GangDecision, Preempting, Release, Verdict
 from controller.evict import DONE, GONE, Evictor
 from controller.health import HealthServer
 from controller.integrity import StuckReason
@@ -71,6 +71,7 @@ ESCAPE_MEMORY_SECONDS = 600.0
 # What the controller watches: (queue tag, collection, decoder keeping only what the state reads).
 WATCHED = (("node", "/api/v1/nodes", slim.NODES), ("pod", "/api/v1/pods", slim.PODS))
 MEMBER_EVENTS = 20  # events about a gang also go to at most this many gated members
+PREEMPTION_REASON = "PreemptionByGangAdmission"  # the DisruptionTarget reason of the pods preempted for a gang
 STALL_SECONDS = 60.0  # /healthz fails when the loop has not turned for this long
 
 
@@ -247,6 +248,11 @@ class Controller:
                 self.state.upsert_root(obj["group"], obj["kind"], obj["object"])
         elif what == "root-watch":  # ``kind`` is the problem ("" once listed)
             self.state.roots.watching(obj["group"], obj["version"], obj["kind"], kind)
+        elif what == "preemption":  # a victim that could not be preempted: no longer waited for
+            pod = self.state.pods.get(str(meta.get("uid")))
+            if pod is not None:
+                self.state.mark_evicted([pod], evicted=False)
+            self.engine.preemption.abandon(str(meta.get("uid")))
         elif what == "eviction":  # a DELETE the apiserver refused: the pod is back in its gang's view
             pod = self.state.pods.get(str(meta.get("uid")))
             if pod is not None:
@@ -304,6 +310,7 @@ class Controller:
         self.last_cycle = cycle
         self._dispatch(cycle, now)
         self._evict(cycle.evictions)
+        self._preempt(cycle.preemptions)
         self._report(cycle)
         self._status(cycle, now)
         self._short = {d.key[0] for d in cycle.gangs if d.cause == Cause.MEMBERS}
@@ -355,6 +362,36 @@ class Controller:
                 self.events.record(target, "Warning", reason, message, EVICT)
             for pod in pods:
                 self.evictor.delete(pod.namespace, pod.name, pod.uid, functools.partial(self._deleted, pod.uid))
+
+    def _preempt(self, preemptions: list[Preempting]) -> None:
+        """Carry out the pass's preemptions: who preempts whom, told on both sides; each victim marked
+        DisruptionTarget, then deleted with its own grace period."""
+        for preempting in preemptions:
+            self.metrics.preemptions.inc()
+            key, victims = preempting.key, preempting.victims
+            pods = sum(len(unit.pods) for unit in victims)
+            named = ", ".join(unit.name for unit in victims[:5]) + (", ..." if len(victims) > 5 else "")
+            note = (f"gang {key[1]} preempts {len(victims)} unit(s) of lower priority ({pods} pod(s): {named}) to "
+                    f"place its {preempting.members} members on {preempting.nodes} node(s) (round {preempting.round})")
+            log.warning("GangPreempting %s/%s: %s", key[0], key[1], note)
+            if (root := root_reference(preempting.sample)) is not None:
+                self.events.record(root, "Normal", "GangPreempting", note, PREEMPT)
+            told = (f"preempted by gang {key[0]}/{key[1]} (priority {preempting.sample.priority}) to make room for "
+                    f"its {preempting.members} members")
+            for unit in victims:
+                self.metrics.preempted_pods.labels("gang" if unit.gang else "pod").inc(len(unit.pods))
+                first = unit.pods[0]
+                target = root_reference(first) if unit.gang else None
+                self.events.record(target or {"apiVersion": "v1", "kind": "Pod", "name": first.name,
+                                              "namespace": first.namespace, "uid": first.uid},
+                                   "Warning", "GangPreempted", f"{unit.name} {told}", PREEMPT)
+                for pod in unit.pods:
+                    self.evictor.disrupt(pod.namespace, pod.name, pod.uid, PREEMPTION_REASON, f"{told}",
+                                         functools.partial(self._preempted, pod.uid))
+
+    def _preempted(self, uid: str, status: int) -> None:
+        if status not in GONE:  # refused: back into its gang's view; the preemptor decides again
+            self._queue.put(("preemption", "FAILED", {"metadata": {"uid": uid}}))
 
     def _deleted(self, uid: str, status: int) -> None:
         if status not in GONE:  # refused or kept failing: back into the gang's view, the next pass decides again

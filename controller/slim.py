@@ -69,6 +69,7 @@ class _PodSpec(TypedDict, total=False):
     nodeName: Any
     schedulerName: Any
     priority: Any
+    preemptionPolicy: Any  # Never: a gang that never preempts (controller/preemption.py)
     priorityClassName: Any  # recorded in a gang's PodGroup
     schedulingGates: list[Any]
     containers: list[_Container]

@@ -20,7 +20,7 @@ from typing import Any
 
 from controller.capacity import add, subtract
 from controller.members import GangKey, NodeView, PodView, node_view, pod_view
-from controller.predicates import HostPort
+from controller.predicates import HostPort, selector_matches
 from controller.roots import Roots
 from gang.resources import Resources
 
@@ -94,6 +94,14 @@ class Domains:
 
 
 @dataclass(frozen=True)
+class Budget:
+    """A PodDisruptionBudget as preemption weighs it: the pods it covers, and how many may go now."""
+
+    selector: Any
+    allowed: int
+
+
+@dataclass(frozen=True)
 class Vacancy:
     """Room a failed or deleted member of a running gang left on ``node``, held for its replacement."""
 
@@ -148,6 +156,11 @@ class ClusterState:
         self._permanent_port_sets: dict[str, frozenset[HostPort]] = {}  # permanent_ports per node, likewise
         self._nominated: dict[str, dict[str, tuple[int, Resources]]] = {}
         self._charged_at: dict[str, str] = {}  # uid -> node it is charged to
+        self._on_node: dict[str, set[str]] = {}  # node -> the uids charged to it
+        self._priorities: Counter[int] = Counter()  # the priorities of the charged pods that may leave their node
+        # node -> priority -> what the charged pods of that priority hold there, but those that never leave their node
+        # (DaemonSet, static) or are leaving already (terminating): the room preemption could make
+        self._below: dict[str, dict[int, Resources]] = {}
         self.shape_version = 0  # bumps when static feasibility of any node may have changed
         self.static_version = 0  # bumps when a node's allocatable or what never leaves it (permanent pods) changes
         self._domains: dict[str, Domains] = {}  # per topology label key, under the current shape_version
@@ -156,9 +169,49 @@ class ClusterState:
         self.gang_versions: dict[GangKey, int] = {}  # the version at which a member of the gang last changed
         self.dirty: set[str] = set()  # nodes whose free capacity or ports changed; the engine takes them
         self.roots = Roots()  # the gangs' root objects: their constraints
+        self.budgets: dict[tuple[str, str], Budget] = {}  # PodDisruptionBudgets: which victims preemption prefers
+        # gangs preempted (controller/preemption.py): by whom, and when; told in their PodGroup until they run again
+        self.preempted: dict[GangKey, tuple[str, float]] = {}
         self.scheduler_seen: dict[str, float] = {}  # schedulerName -> when a scheduler last acted on one of its pods
         self.absent: dict[str, float] = {}  # schedulerName -> since when none serves it (controller/schedulers.py)
         self._owned: dict[str, set[GangKey]] = {}  # root uid -> its gangs (a root's change concerns them)
+
+    # --- PodDisruptionBudgets ------------------------------------------------------------------------
+
+    def upsert_budget(self, obj: Mapping[str, Any]) -> None:
+        meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+        allowed = status.get("disruptionsAllowed")
+        self.budgets[(str(meta.get("namespace") or ""), str(meta.get("name") or ""))] = Budget(
+            (obj.get("spec") or {}).get("selector"), allowed if isinstance(allowed, int) else 0)
+
+    def delete_budget(self, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        self.budgets.pop((str(meta.get("namespace") or ""), str(meta.get("name") or "")), None)
+
+    def covered(self, allowed: int) -> list[PodView]:
+        """The pods covered by a PodDisruptionBudget that allows at most ``allowed`` disruptions now."""
+        tight = [(namespace, budget) for (namespace, _), budget in self.budgets.items() if budget.allowed <= allowed]
+        if not tight:
+            return []
+        namespaces = {namespace for namespace, _ in tight}
+        return [pod for pod in self.pods.values() if pod.namespace in namespaces and pod.labels and any(
+            namespace == pod.namespace and selector_matches(budget.selector, pod.labels)
+            for namespace, budget in tight)]
+
+    def priorities(self) -> Iterable[int]:
+        """The priorities of the charged pods that may leave their node."""
+        return self._priorities.keys()
+
+    def violations(self, pods: Iterable[PodView]) -> int:
+        """How many of ``pods`` a PodDisruptionBudget forbids evicting together now (its ``disruptionsAllowed``)."""
+        total = 0
+        by_namespace: dict[str, list[PodView]] = {}
+        for pod in pods:
+            by_namespace.setdefault(pod.namespace, []).append(pod)
+        for (namespace, _), budget in self.budgets.items():
+            covered = sum(1 for pod in by_namespace.get(namespace, ()) if selector_matches(budget.selector, pod.labels))
+            total += max(covered - budget.allowed, 0)
+        return total
 
     # --- roots -------------------------------------------------------------------------------------
 
@@ -380,6 +433,11 @@ class ClusterState:
         if not node:
             return
         self._charged_at[pod.uid] = node
+        self._on_node.setdefault(node, set()).add(pod.uid)
+        if not pod.permanent:
+            self._priorities[pod.priority] += 1
+            if not pod.deleting:
+                _add(self._below.setdefault(node, {}).setdefault(pod.priority, {}), pod.usage, 1)
         self.dirty.add(node)
         _shift(self._charged, node, pod.usage, 1)
         if not pod.node:
@@ -396,6 +454,15 @@ class ClusterState:
         node = self._charged_at.pop(uid, "")
         if not node or pod is None:
             return
+        on_node = self._on_node.get(node)
+        if on_node is not None:
+            on_node.discard(uid)
+        if not pod.permanent:
+            self._priorities[pod.priority] -= 1
+            if not self._priorities[pod.priority]:
+                del self._priorities[pod.priority]
+            if not pod.deleting:
+                _add(self._below[node][pod.priority], pod.usage, -1)
         self.dirty.add(node)
         _shift(self._charged, node, pod.usage, -1)
         if not pod.node:
@@ -464,6 +531,24 @@ class ClusterState:
 
     def charged_node(self, uid: str) -> str:
         return self._charged_at.get(uid, "")
+
+    def charged_on(self, node: str) -> Iterable[PodView]:
+        """The pods charged to ``node`` (bound there, or released onto it and not bound yet)."""
+        return [self.pods[uid] for uid in self._on_node.get(node, ())]
+
+    def room_below(self, node: str, priority: int) -> Resources:
+        """What the pods of lower priority than ``priority`` hold on ``node`` (neither DaemonSet or static pods nor
+        already terminating): the most room preemption could make there for a gang of that priority."""
+        room: dict[str, Decimal] = {}
+        for level, usage in (self._below.get(node) or {}).items():
+            if level < priority:
+                _add(room, usage, 1)
+        return room
+
+    def lowest_priority(self) -> int | None:
+        """The lowest priority of a charged pod that may leave its node (not a DaemonSet or static pod), if any: a
+        gang of at most this priority preempts nothing."""
+        return min(self._priorities) if self._priorities else None
 
     def labeller(self, key: str) -> Mapping[str, str]:
         """Each labelled node's value of label ``key`` (its topology domain), kept until a node's shape changes.

@@ -42,6 +42,7 @@ from controller.capacity import PODS
 from controller.engine import Cause, Cycle, GangDecision, Verdict
 from controller.members import GangKey, PodView
 from controller.owners import root_reference
+from controller.preemption import InFlight
 from controller.roots import Unknown
 from controller.state import ClusterState
 from controller.topology import described
@@ -60,6 +61,7 @@ class Phase(StrEnum):
     FAILED = "Failed"
     NEVER_FITS = "NeverFits"
     NOT_CERTIFIABLE = "NotCertifiable"
+    PREEMPTING = "Preempting"
 
 
 RELEASED = frozenset({Phase.RELEASING, Phase.RUNNING, Phase.SUCCEEDED, Phase.FAILED})
@@ -135,6 +137,7 @@ class Facts:
     pending: Container[str] = frozenset()  # uids released by this pass or an earlier one, not confirmed yet
     evicted: Container[str] = frozenset()  # uids being deleted by the controller
     replacing: bool = False  # room is held for replacements of failed or deleted members
+    preempted: str | None = None  # by whom it was preempted, until it runs whole again
 
 
 @dataclass(frozen=True)
@@ -196,7 +199,9 @@ def phase_of(decision: GangDecision, counts: Counts, min_member: int, facts: Fac
     if verdict is Verdict.EVICT:
         return Phase.PENDING
     if verdict is Verdict.WAIT:
-        return Phase.PENDING if decision.cause == Cause.MEMBERS else Phase.WAITING
+        if decision.cause == Cause.MEMBERS:
+            return Phase.PENDING
+        return Phase.PREEMPTING if decision.cause == Cause.PREEMPTING else Phase.WAITING
     if counts.succeeded >= min_member and not counts.running:
         return Phase.SUCCEEDED
     if counts.failed and counts.present < min_member and not facts.replacing:
@@ -237,6 +242,8 @@ def waiting_for(decision: GangDecision, phase: Phase, counts: Counts, needed: in
         return _plural(max(needed - counts.present, 1), "member")
     if decision.cause == Cause.NO_SCHEDULER:
         return "a scheduler"
+    if phase is Phase.PREEMPTING:
+        return "preempted pods to go"
     if phase is Phase.WAITING:
         if decision.cause == Cause.QUEUE:
             return "queued pods"
@@ -281,11 +288,12 @@ def _condition(type_: str, status: bool | None, reason: str, message: str) -> Ob
 
 
 _NOT_RELEASED = {Phase.PENDING: "MembersMissing", Phase.WAITING: "Waiting", Phase.NEVER_FITS: "NeverFits",
-                 Phase.NOT_CERTIFIABLE: "NotCertifiable"}
+                 Phase.NOT_CERTIFIABLE: "NotCertifiable", Phase.PREEMPTING: "Preempting"}
 
 
 
-def conditions(decision: GangDecision, phase: Phase, reason: str, shadow_nodes: int) -> list[Obj]:
+def conditions(decision: GangDecision, phase: Phase, reason: str, shadow_nodes: int,
+               preempted: str | None = None) -> list[Obj]:
     released = phase in RELEASED
     evicted = decision.decision is Verdict.EVICT
     if decision.decision is Verdict.OPTED_OUT:
@@ -306,6 +314,8 @@ def conditions(decision: GangDecision, phase: Phase, reason: str, shadow_nodes: 
                           "not planned until its members exist")
     elif decision.cause == Cause.QUEUE:
         plan = _condition("Schedulable", True, "PodsQueued", reason)
+    elif phase is Phase.PREEMPTING:
+        plan = _condition("Schedulable", True, "Preempting", reason)
     elif decision.cause == Cause.PINNING:
         plan = _condition("Schedulable", None, "MixedGangUnpinned", reason)
     elif decision.cause in (Cause.ROOT, Cause.ROOT_UNSEEN):
@@ -329,7 +339,10 @@ def conditions(decision: GangDecision, phase: Phase, reason: str, shadow_nodes: 
         scheduled = _condition("Scheduled", True, "SchedulerActive", "a scheduler picks up its released members")
     else:
         scheduled = _condition("Scheduled", None, "NotReleased", "nothing released yet")
-    return [done, plan, starving, timed, scheduled]
+    found = [done, plan, starving, timed, scheduled]
+    if preempted is not None:  # until it runs whole again
+        found.append(_condition("Preempted", True, "PreemptedByGang", preempted))
+    return found
 
 
 def _nodes(decision: GangDecision, members: Iterable[PodView], phase: Phase, facts: Facts) -> list[str]:
@@ -353,6 +366,14 @@ def _topology(decision: GangDecision) -> Obj:
     if decision.decision in (Verdict.RELEASE, Verdict.RUNNING) and decision.domains:
         told["domains"] = list(decision.domains)
     return told
+
+
+def preemption(flight: InFlight) -> Obj:
+    """A preemptor's preemption as its PodGroup shows it: its victims, whole units, and since when."""
+    victims = [{"kind": "Gang" if unit.gang else "Pod", "namespace": unit.pods[0].namespace,
+                "name": unit.gang[1] if unit.gang else unit.pods[0].name, "pods": len(unit.pods),
+                "priority": unit.priority} for unit in flight.units]
+    return {"round": flight.round, "startedAt": rfc3339(flight.started), "victims": victims}
 
 
 def desired(decision: GangDecision, members: list[PodView], facts: Facts, now: float) -> Desired:
@@ -383,7 +404,9 @@ def desired(decision: GangDecision, members: list[PodView], facts: Facts, now: f
     shadow_nodes = Counter(shadow.values()) if shadow else Counter()
     if shadow_nodes:
         status["shadowPlan"] = {"members": len(shadow), "nodes": dict(sorted(shadow_nodes.items()))}
-    status["conditions"] = conditions(decision, phase, reason, len(shadow_nodes))
+    if decision.preemption is not None and phase is Phase.PREEMPTING:
+        status["preemption"] = preemption(decision.preemption)
+    status["conditions"] = conditions(decision, phase, reason, len(shadow_nodes), facts.preempted)
     sample = gang.sample if gang else (members[0] if members else None)
     classes = Counter(p.priority_class for p in kept if p.priority_class)
     started = gang.oldest if gang and gang.oldest > 0 else now - decision.waited
@@ -521,8 +544,9 @@ class Tracker:
             key = decision.key
             seen.add(key)
             replacing = any(v.until > now for v in state.vacancies.get(key, ()))
+            preempted = state.preempted.get(key)
             inputs = (state.gang_versions.get(key), decision.decision, decision.cause, decision.reason,
-                      decision.timed_out, decision.size, key in state.whole, replacing,
+                      decision.timed_out, decision.size, key in state.whole, replacing, preempted,
                       tuple(sorted(decision.plan.items())), tuple(sorted(decision.shadow.items())))
             if self._inputs.get(key) == inputs:
                 continue
@@ -530,7 +554,8 @@ class Tracker:
             members = state.members(key)
             if not members:
                 continue
-            want = desired(decision, members, Facts(key in state.whole, state.pending, state.evicted, replacing), now)
+            want = desired(decision, members, Facts(key in state.whole, state.pending, state.evicted, replacing,
+                                                    preempted[0] if preempted else None), now)
             if want.sample is not None:
                 constraints = state.roots.constraints(want.sample)
                 want = replace(want, constraints=None if isinstance(constraints, Unknown) else constraints)

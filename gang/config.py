@@ -62,6 +62,7 @@ class Config:
     replacement_grace_seconds: float = 120.0
     bind_timeout_seconds: float = 30.0
     queued_pod_seconds: float = 10.0
+    preemption: bool = True  # a waiting gang takes the room of lower-priority work (controller/preemption.py)
     controller_port: int = 8080
     # --- serving certificate (certs/) ---
     certs_mode: str = "self-managed"
@@ -211,6 +212,7 @@ _FIELDS: tuple[tuple[str, str, Callable[[Any, str], Any]], ...] = (
     ("controller.replacementGraceSeconds", "replacement_grace_seconds", _positive(float)),
     ("controller.bindTimeoutSeconds", "bind_timeout_seconds", _positive(float)),
     ("controller.queuedPodSeconds", "queued_pod_seconds", _positive(float)),
+    ("controller.preemption", "preemption", _bool),
     ("controller.port", "controller_port", _positive(int)),
     ("certs.mode", "certs_mode", _choice(CERTS_MODES)),
     ("certs.secretName", "certs_secret", _object_name),

@@ -1,0 +1,296 @@
+"""Gang preemption: a waiting gang that does not fit takes the room of strictly lower-priority work, whole, minimal,
+and only when it then fits.
+
+A gated pod never reaches kube-scheduler, so its priority-based preemption never acts for a gang; this restores it,
+without the failures users meet elsewhere (a victim gang broken in part, evictions that do not let the preemptor
+start, more victims than needed, a second round while the first still terminates):
+
+- **Units.** A candidate victim is a *unit*: a gang of ours with all its live members (never some of them), or any
+  other pod on its own; of strictly lower priority than the preemptor; charged to a node (bound, or released onto
+  it); never a DaemonSet or static pod, never one already terminating.
+- **Only what helps, plan-verified.** The preemptor's whole gang (present and expected members, topology requests,
+  pins) is planned first with every candidate gone (``Fitting.plan_with_room``): no plan, and nothing is evicted
+  (``Futile``, with the planner's numbers). With a plan, each node of it that lacks room gets units from those on it,
+  the least important first (``choose``); then the chosen units, most important first, are reprieved while the plan
+  still holds; and the plan is checked against the nodes with exactly those units gone (``check_placement``) before
+  anything is evicted.
+- **Order** (``importance``): a unit whose eviction a PodDisruptionBudget forbids is more important than one it does
+  not; then the higher its priority, a gang over a pod, the more pods, the older (its newest member created earlier)
+  the more important. Victims are taken least important first and reprieved most important first, as kube-scheduler's
+  ``SelectVictimsOnNode`` does with pods.
+- **No second round while victims terminate**: pods preempted or evicted earlier (``PodView.disrupted``) still
+  terminating on a node of the plan make the gang wait for them (``Pending``), as kube-scheduler waits for its
+  nominated node's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from controller.bookkeeping import Gang, HeldRoom
+from controller.capacity import add, fits, shortfall, subtract
+from controller.fitting import Fitting
+from controller.members import GangKey, PodView
+from controller.planner import check_placement
+from controller.problem import Member, NodeFree, RequestsMemo, member_requests
+from controller.state import ClusterState
+from controller.topology import Request
+from gang.resources import Resources
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One candidate victim: a gang of ours (``gang``, all its live members) or one other pod."""
+
+    name: str  # "gang <namespace>/<name>" or "pod <namespace>/<name>"
+    pods: tuple[PodView, ...]
+    priority: int
+    newest: float  # when its newest member was created
+    gang: GangKey | None = None
+    violations: int = 0  # pods a PodDisruptionBudget forbids evicting now
+    freed: Mapping[str, Resources] = field(default_factory=dict)  # node -> the room it frees there
+
+    @property
+    def importance(self) -> tuple[bool, int, bool, int, float]:
+        """Greater is more important (module docstring): evicted last, reprieved first."""
+        return self.violations > 0, self.priority, self.gang is not None, len(self.pods), -self.newest
+
+
+@dataclass(frozen=True)
+class Victims:
+    """The units to evict and the placement their room makes for the preemptor's members."""
+
+    units: tuple[Unit, ...]
+    placement: Mapping[str, str]
+
+    @property
+    def pods(self) -> tuple[PodView, ...]:
+        return tuple(pod for unit in self.units for pod in unit.pods)
+
+
+@dataclass(frozen=True)
+class Futile:
+    """Why no preemption helps (nothing is evicted)."""
+
+    reason: str
+
+
+def unit_of(pods: Sequence[PodView], gang: GangKey | None, violations: int, charged: Callable[[str], str]) -> Unit:
+    """The unit of ``pods`` (a gang's live members, or one pod) with the room it frees per node."""
+    freed: dict[str, Resources] = {}
+    for pod in pods:
+        node = charged(pod.uid)
+        if node:
+            freed[node] = add(freed.get(node, {}), pod.usage)
+    first = pods[0]
+    name = f"gang {gang[0]}/{gang[1]}" if gang is not None else f"pod {first.namespace}/{first.name}"
+    return Unit(name, tuple(pods), max(p.priority for p in pods), max(p.created for p in pods), gang, violations,
+                freed)
+
+
+def need_per_node(members: Sequence[Member], placement: Mapping[str, str]) -> dict[str, Resources]:
+    """What the placement puts on each node (requests and one pod slot each)."""
+    need: dict[str, Resources] = {}
+    memo: RequestsMemo = {}
+    for member in members:
+        node = placement[member.name]
+        need[node] = add(need.get(node, {}), member_requests(member, memo))
+    return need
+
+
+def choose(need: Mapping[str, Resources], free: Mapping[str, Resources],
+           on_node: Mapping[str, Sequence[Unit]]) -> list[Unit] | None:
+    """The units whose room lets every node hold what ``need`` puts on it beside ``free``: per node short of room, the
+    least important units on it until it has enough (a unit's room on other nodes counts there too); then every
+    chosen unit, most important first, reprieved while every node still has enough. None when the units on some node
+    cannot make enough room."""
+    freed: dict[str, Resources] = {}
+    chosen: list[Unit] = []
+    for node in sorted(need):
+        if fits(need[node], add(free.get(node, {}), freed.get(node, {}))):
+            continue
+        for unit in sorted(on_node.get(node, ()), key=lambda u: u.importance):
+            if unit in chosen:
+                continue
+            chosen.append(unit)
+            for where, room in unit.freed.items():
+                freed[where] = add(freed.get(where, {}), room)
+            if fits(need[node], add(free.get(node, {}), freed.get(node, {}))):
+                break
+        else:
+            return None
+    for unit in sorted(chosen, key=lambda u: u.importance, reverse=True):
+        without = {where: subtract(freed[where], room) for where, room in unit.freed.items()}
+        if all(fits(need[where], add(free.get(where, {}), without[where])) for where in without if where in need):
+            chosen.remove(unit)
+            freed.update(without)
+    return chosen
+
+
+def verified(members: Sequence[Member], nodes: Iterable[NodeFree], units: Sequence[Unit],
+             placement: Mapping[str, str]) -> list[str]:
+    """``check_placement`` of the plan against ``nodes`` with exactly ``units`` gone: their room freed, their host
+    ports released. Empty when the plan holds."""
+    freed: dict[str, Resources] = {}
+    ports: dict[str, set[object]] = {}
+    for unit in units:
+        for where, room in unit.freed.items():
+            freed[where] = add(freed.get(where, {}), room)
+        for pod in unit.pods:
+            ports.setdefault(pod.node or pod.planned_node, set()).update(pod.ports)
+    after = [NodeFree(node.name, add(node.free, freed.get(node.name, {})),
+                      frozenset(node.used_ports) - ports.get(node.name, set())) for node in nodes]
+    return check_placement(members, after, placement)
+
+
+def short_text(need: Mapping[str, Resources], free: Mapping[str, Resources]) -> str:
+    """What the nodes of a plan lack, summed (for reasons)."""
+    total: Resources = {}
+    for node, wanted in need.items():
+        total = add(total, shortfall(wanted, free.get(node, {})))
+    return ", ".join(f"{value} {name}" for name, value in sorted(total.items()) if value > 0) or "nothing"
+
+
+@dataclass
+class InFlight:
+    """A preemption under way: its victims (until the watch says they are gone), the room its plan needs per node
+    (held for it meanwhile: no other gang of ours takes it), its round, and since when."""
+
+    victims: frozenset[str]
+    room: dict[str, Resources]
+    round: int
+    started: float
+    units: tuple[Unit, ...] = ()
+
+
+MAX_ROUNDS = 3  # per gang: an interloper may take the room its victims freed; then it preempts again, at most so often
+FORGET_SECONDS = 3600.0  # how long a victim gang that does not come back is remembered as preempted
+
+
+class Preemption:
+    """The engine's unit: whether a gang may preempt, its victims for a plan over the room they would free, and the
+    preemptions under way (held room, no second round while victims terminate)."""
+
+    def __init__(self, state: ClusterState, fitting: Fitting, enabled: bool) -> None:
+        self.state, self.fitting, self.enabled = state, fitting, enabled
+        self.inflight: dict[GangKey, InFlight] = {}
+
+    def prune(self, now: float) -> None:
+        """Forget preemptions of gangs that are gone, and what preempted a gang once it runs whole again (or has been
+        gone for an hour)."""
+        for key in [k for k in self.inflight if k not in self.state.gangs]:
+            del self.inflight[key]
+        preempted = self.state.preempted
+        for key in [k for k, (_, at) in preempted.items()
+                    if k in self.state.whole or (k not in self.state.gangs and now - at > FORGET_SECONDS)]:
+            del preempted[key]
+
+    def abandon(self, uid: str) -> None:
+        """A victim could not be preempted (its DELETE refused): no preemption waits for it any more."""
+        for key, flight in list(self.inflight.items()):
+            if uid in flight.victims:
+                self.inflight[key] = replace(flight, victims=flight.victims - {uid})
+
+    def done(self, key: GangKey) -> None:
+        """The preemptor is released: its preemption is over."""
+        self.inflight.pop(key, None)
+
+    def held(self) -> dict[GangKey, dict[str, Resources]]:
+        """Per preemptor, the room its plan needs: no other gang of ours plans with it while its victims go."""
+        return {key: dict(flight.room) for key, flight in self.inflight.items()}
+
+    def remaining(self, key: GangKey) -> list[PodView]:
+        """The victims of the gang's preemption that are not gone yet."""
+        flight = self.inflight.get(key)
+        return [self.state.pods[uid] for uid in flight.victims if uid in self.state.pods] if flight else []
+
+    def may(self, gang: Gang) -> bool:
+        """Preemption is on, the gang's members may preempt (``preemptionPolicy`` not Never), something of lower
+        priority runs somewhere, and it has rounds left."""
+        lowest = self.state.lowest_priority()
+        flight = self.inflight.get(gang.key)
+        return (self.enabled and lowest is not None and lowest < gang.priority
+                and all(p.preempts for p in gang.live) and (flight is None or flight.round < MAX_ROUNDS))
+
+    def find(self, gang: Gang, members: list[Member], request: Request, held: HeldRoom) -> Victims | Futile | str:
+        """The victims that let the whole gang fit, ``Futile`` when none would, or why it waits instead (pods
+        disrupted earlier still terminate where its plan would go)."""
+        placement = self._plan(gang, members, request, held)
+        if isinstance(placement, Futile):
+            return placement
+        need = need_per_node(members, placement)
+        terminating = [p for node in need for p in self.state.charged_on(node) if p.deleting and p.disrupted]
+        if terminating:
+            return (f"pods preempted or evicted earlier still terminate on the nodes its plan needs (e.g. "
+                    f"{terminating[0].namespace}/{terminating[0].name} on {terminating[0].node}): it waits for them "
+                    "before preempting more")
+        nodes = self.fitting.nodes(gang, sorted(need), held, None)
+        free = {node.name: node.free for node in nodes}
+        units = self._units(sorted(need), gang.priority, gang.key)
+        chosen = choose(need, free, {node: [u for u in units.values() if node in u.freed] for node in need})
+        if chosen is None or (problems := verified(members, nodes, chosen, placement)):
+            why = "no units of lower priority make room on every node of the plan" if chosen is None else problems[0]
+            return Futile(f"no preemption verified for its plan over {len(need)} node(s): {why}")
+        return Victims(tuple(chosen), placement)
+
+    def _plan(self, gang: Gang, members: list[Member], request: Request, held: HeldRoom) -> Mapping[str, str] | Futile:
+        """The plan whose victims matter least, as kube-scheduler picks a node: over the room pods no
+        PodDisruptionBudget protects would make, then any; up to the lowest priority that makes enough room (the
+        lowest "highest-priority victim"); ``Futile`` when even every lower-priority pod would not."""
+        state, priority = self.state, gang.priority
+        levels = sorted({level for level in state.priorities() if level < priority})
+        protected = self._protected(priority)
+        found = None
+        for spare in (True, False) if protected else (False,):
+            for level in levels:
+                def room(node: str, level: int = level, spare: bool = spare) -> Resources:
+                    made = state.room_below(node, level + 1)
+                    if spare:
+                        for below, usage in protected.get(node, ()):
+                            if below <= level:
+                                made = subtract(made, usage)
+                    return made
+
+                found = self.fitting.plan_with_room(members, gang, held, request, room).result
+                if found.placement is not None:
+                    return found.placement
+        shortfall_text = found.shortfall if found is not None else "nothing of lower priority runs"
+        return Futile(f"preempting every pod of lower priority than {priority} would not make room: {shortfall_text}")
+
+    def _protected(self, priority: int) -> dict[str, list[tuple[int, Resources]]]:
+        """Per node, the (priority, usage) of lower-priority pods a PodDisruptionBudget forbids evicting now."""
+        state = self.state
+        protected: dict[str, list[tuple[int, Resources]]] = {}
+        for pod in state.covered(allowed=0):
+            node = state.charged_node(pod.uid)
+            if node and pod.priority < priority and not pod.deleting and not pod.permanent:
+                protected.setdefault(node, []).append((pod.priority, pod.usage))
+        return protected
+
+    def start(self, gang: Gang, victims: Victims, members: Sequence[Member], now: float) -> None:
+        flight = self.inflight.get(gang.key)
+        self.inflight[gang.key] = InFlight(frozenset(p.uid for p in victims.pods),
+                                           need_per_node(members, victims.placement),
+                                           flight.round + 1 if flight else 1, now, victims.units)
+
+    def _units(self, nodes: Sequence[str], priority: int, own: GangKey) -> dict[str, Unit]:
+        """The candidate units with a pod on ``nodes`` (module docstring), by name."""
+        state = self.state
+        units: dict[str, Unit] = {}
+        seen: set[object] = set()
+        for node in nodes:
+            for pod in state.charged_on(node):
+                key: object = pod.gang if pod.gang is not None and pod.gang in state.gangs else pod.uid
+                if key in seen or pod.permanent or pod.deleting or pod.terminal or pod.gang == own \
+                        or pod.uid in state.evicted:
+                    continue
+                seen.add(key)
+                if isinstance(key, tuple):
+                    pods = [p for p in state.members(key) if p.live and state.charged_node(p.uid)]
+                    unit = unit_of(pods, key, state.violations(pods), state.charged_node)
+                else:
+                    unit = unit_of([pod], None, state.violations([pod]), state.charged_node)
+                if unit.priority < priority and not any(p.deleting or p.permanent for p in unit.pods):
+                    units[unit.name] = unit
+        return units

@@ -1,0 +1,236 @@
+"""Gang preemption (controller/preemption.py), pass by pass and table-driven, the way kube-scheduler's preemption
+tests are written: which units are evicted, whole, minimal, and only when the preemptor then fits.
+
+Nodes of 4 cpu; "busy" pods are no gang's, bound; members of gangs are 1 cpu unless said; priorities small integers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controller.engine import Cause, Engine, Verdict
+from controller.members import pod_view
+from controller.preemption import Unit, choose
+from controller.state import ClusterState
+from gang.config import Config
+from tests.support.contract import GROUP, MIN, OWNER_UID, PLANNED_NODE
+from tests.support.state_objects import node, pod
+
+pytestmark = pytest.mark.unit
+
+T0 = 1_800_000_000.0
+
+
+def busy(name: str, where: str, cpu: str, priority: int = 0, **meta: Any) -> dict[str, Any]:
+    obj = pod(name, cpu, node_name=where, phase="Running", gang=False)
+    obj["spec"]["priority"] = priority
+    obj["metadata"].update(meta)
+    return obj
+
+
+def member(name: str, gang: str, size: int, cpu: str = "1", priority: int = 0, where: str = "",
+           **spec: Any) -> dict[str, Any]:
+    """A member of ``gang``: gated, or released onto and running on ``where``."""
+    obj = pod(name, cpu, node_name=where, gated=not where, phase="Running" if where else "Pending")
+    obj["metadata"]["labels"] = {GROUP: gang, MIN: str(size)}
+    obj["metadata"]["annotations"] = {OWNER_UID: f"root-{gang}", **({PLANNED_NODE: where} if where else {})}
+    obj["spec"].update(priority=priority, **spec)
+    return obj
+
+
+def world(nodes: int, *objects: dict[str, Any], **config: Any) -> tuple[ClusterState, Engine]:
+    state = ClusterState()
+    for i in range(nodes):
+        state.upsert_node(node(f"n{i}", cpu="4"))
+    for obj in objects:
+        state.upsert_pod(obj, T0)
+    return state, Engine(state, Config(**config))
+
+
+def gang_decision(cycle: Any, name: str) -> Any:
+    return next(d for d in cycle.gangs if d.name == name)
+
+
+def evicted(cycle: Any) -> list[str]:
+    return sorted(p.name for p in cycle.preemptions[0].victims for p in p.pods) if cycle.preemptions else []
+
+
+# --- the order, table-driven ------------------------------------------------------------------------------------
+
+
+def unit(name: str, priority: int, pods: int = 1, cpu: int = 1, node_name: str = "a", newest: float = 0.0,
+         gang: bool = False, violations: int = 0, freed: dict[str, int] | None = None) -> Unit:
+    from decimal import Decimal
+
+    room = freed or {node_name: cpu}
+    views = tuple(pod_view(busy(f"{name}-{i}", node_name, "1")) for i in range(pods))
+    return Unit(name, views, priority, newest, ("ns", name, "u") if gang else None, violations,
+                {where: {"cpu": Decimal(c)} for where, c in room.items()})
+
+
+def cpu(value: int) -> dict[str, Any]:
+    from decimal import Decimal
+
+    return {"cpu": Decimal(value)}
+
+
+CASES = [
+    # (name, need on node a, free on a, units on a, victims)
+    ("the lowest priority first", 2, 0, [unit("p5", 5, cpu=2), unit("p1", 1, cpu=2)], ["p1"]),
+    ("a single pod over a gang of the same priority", 2, 0,
+     [unit("g", 1, pods=2, cpu=2, gang=True), unit("p", 1, cpu=2)], ["p"]),
+    ("fewer pods first", 2, 0, [unit("two", 1, pods=2, cpu=2), unit("one", 1, cpu=2)], ["one"]),
+    ("the newest first among equals", 2, 0, [unit("old", 1, cpu=2, newest=1.0), unit("new", 1, cpu=2, newest=9.0)],
+     ["new"]),
+    ("one a PodDisruptionBudget protects last", 2, 0,
+     [unit("protected", 0, cpu=2, violations=1), unit("free", 3, cpu=2)], ["free"]),
+    ("as many as needed, no more", 3, 0, [unit("a", 1), unit("b", 1, newest=1.0), unit("c", 1, newest=2.0),
+                                         unit("d", 1, newest=3.0)], ["b", "c", "d"]),
+    ("nothing when the room is free", 2, 2, [unit("x", 0, cpu=2)], []),
+    ("reprieved when a later victim made enough room", 3, 0,
+     [unit("small", 0, cpu=1, newest=5.0), unit("big", 1, cpu=3)], ["big"]),
+]
+
+
+@pytest.mark.parametrize("name, need, free, units, victims", CASES, ids=[c[0] for c in CASES])
+def test_the_victims_for_one_node(name: str, need: int, free: int, units: list[Unit], victims: list[str]) -> None:
+    chosen = choose({"a": cpu(need)}, {"a": cpu(free)}, {"a": units})
+    assert chosen is not None and sorted(u.name for u in chosen) == sorted(victims)
+
+
+def test_a_gang_unit_frees_room_on_every_node_it_has_members_on() -> None:
+    gang = unit("g", 0, pods=2, gang=True, freed={"a": 2, "b": 2})
+    chosen = choose({"a": cpu(2), "b": cpu(2)}, {"a": cpu(0), "b": cpu(0)}, {"a": [gang], "b": [gang]})
+    assert chosen == [gang], "one unit, both nodes"
+
+
+def test_no_victims_when_the_units_on_a_node_cannot_make_the_room() -> None:
+    assert choose({"a": cpu(4)}, {"a": cpu(0)}, {"a": [unit("small", 0, cpu=1)]}) is None
+
+
+# --- pass by pass ---------------------------------------------------------------------------------------------------
+
+
+def test_a_gang_preempts_a_lower_priority_gang_whole_and_starts_once_it_is_gone() -> None:
+    # n0, n1 full of gang low (4 x 2 cpu, priority 1); high (2 x 4 cpu, priority 10) needs two empty nodes.
+    low = [member(f"low-{i}", "low", 4, "2", 1, where=f"n{i // 2}") for i in range(4)]
+    high = [member(f"high-{i}", "high", 2, "4", 10) for i in range(2)]
+    state, engine = world(2, *low, *high)
+    cycle = engine.cycle(T0 + 1)
+    decision = gang_decision(cycle, "high")
+    assert decision.decision == Verdict.WAIT and decision.cause == Cause.PREEMPTING, decision.reason
+    assert evicted(cycle) == ["low-0", "low-1", "low-2", "low-3"], "all of it, never some"
+    assert "preempting 1 unit(s) of lower priority (1 gang(s), 4 pod(s): gang ml/low)" in decision.reason
+    again = engine.cycle(T0 + 2)
+    assert not again.preemptions and gang_decision(again, "high").cause == Cause.PREEMPTING, "no second round"
+    for i in range(4):
+        state.delete_pod(f"uid-low-{i}", T0 + 3)
+    released = engine.cycle(T0 + 4)
+    assert gang_decision(released, "high").decision == Verdict.RELEASE
+    assert sorted(r.pod.name for r in released.releases) == ["high-0", "high-1"]
+
+
+def test_only_what_helps_single_pods_of_the_lowest_priority_first() -> None:
+    # high (1 x 3 cpu, priority 10). n0: 2 cpu of priority 5 and 2 of priority 1; n1: 2 cpu of priority 0, 1 of 9:
+    # taking the priority-0 pod on n1 leaves 1 + 2 = 3 cpu there: one victim, the lowest.
+    objects = [busy("p5", "n0", "2", 5), busy("p1", "n0", "2", 1), busy("p0", "n1", "2", 0), busy("p9", "n1", "1", 9),
+               member("high-0", "high", 1, "3", 10)]
+    state, engine = world(2, *objects)
+    cycle = engine.cycle(T0 + 1)
+    assert evicted(cycle) == ["p0"], gang_decision(cycle, "high").reason
+
+
+def test_a_gang_that_cannot_fit_even_if_everything_lower_went_evicts_nothing_and_says_so() -> None:
+    objects = [busy("p0", "n0", "4", 0), busy("p11", "n1", "4", 11), member("high-0", "high", 2, "4", 10),
+               member("high-1", "high", 2, "4", 10)]
+    state, engine = world(2, *objects)
+    cycle = engine.cycle(T0 + 1)
+    decision = gang_decision(cycle, "high")
+    assert not cycle.preemptions and decision.cause == Cause.CAPACITY
+    assert "preempting every pod of lower priority than 10 would not make room" in decision.reason, decision.reason
+
+
+@pytest.mark.parametrize("case", ["equal priority", "preemptionPolicy Never", "preemption off"])
+def test_no_preemption_for_equal_priority_never_or_when_off(case: str) -> None:
+    spec = {"preemptionPolicy": "Never"} if case == "preemptionPolicy Never" else {}
+    victim_priority = 10 if case == "equal priority" else 0
+    objects = [busy("victim", "n0", "4", victim_priority), member("high-0", "high", 1, "4", 10, **spec)]
+    state, engine = world(1, *objects, preemption=case != "preemption off")
+    cycle = engine.cycle(T0 + 1)
+    assert not cycle.preemptions and gang_decision(cycle, "high").decision == Verdict.WAIT
+
+
+def test_daemonset_static_and_terminating_pods_are_never_victims() -> None:
+    daemon = busy("daemon", "n0", "2", 0, ownerReferences=[{"apiVersion": "apps/v1", "kind": "DaemonSet",
+                                                             "name": "d", "uid": "d", "controller": True}])
+    leaving = busy("leaving", "n0", "2", 0, deletionTimestamp="2026-11-22T10:00:00Z")
+    state, engine = world(1, daemon, leaving, member("high-0", "high", 1, "2", 10))
+    cycle = engine.cycle(T0 + 1)
+    assert not cycle.preemptions and "would not make room" in gang_decision(cycle, "high").reason
+
+
+def test_the_room_its_victims_free_is_held_for_it() -> None:
+    # high (2 x 4 cpu, priority 10) preempts gang low on n0, n1; meanwhile "mid" (1 x 4 cpu, priority 5) arrives:
+    # once low is gone, high takes the room, not mid.
+    low = [member(f"low-{i}", "low", 2, "4", 1, where=f"n{i}") for i in range(2)]
+    state, engine = world(2, *low, *(member(f"high-{i}", "high", 2, "4", 10) for i in range(2)))
+    assert evicted(engine.cycle(T0 + 1)) == ["low-0", "low-1"]
+    state.upsert_pod(member("mid-0", "mid", 1, "4", 5), T0 + 2)
+    state.delete_pod("uid-low-0", T0 + 3)  # one victim gone: its node is held for high
+    cycle = engine.cycle(T0 + 4)
+    assert not cycle.releases and gang_decision(cycle, "mid").decision == Verdict.WAIT
+    state.delete_pod("uid-low-1", T0 + 5)
+    assert sorted(r.pod.name for r in engine.cycle(T0 + 6).releases) == ["high-0", "high-1"]
+
+
+def test_members_of_different_priorities_are_not_certifiable() -> None:
+    state, engine = world(1, member("m-0", "mixed", 2, "1", 10), member("m-1", "mixed", 2, "1", 0))
+    decision = gang_decision(engine.cycle(T0 + 1), "mixed")
+    assert decision.decision == Verdict.NOT_CERTIFIABLE and "different priorities (0, 10)" in decision.reason
+
+
+def test_a_pod_budget_protects_is_preempted_last() -> None:
+    objects = [busy("guarded", "n0", "4", 0, labels={"app": "db"}), busy("plain", "n1", "4", 3),
+               member("high-0", "high", 1, "4", 10)]
+    state, engine = world(2, *objects)
+    state.upsert_budget({"metadata": {"namespace": "ml", "name": "db"},
+                         "spec": {"selector": {"matchLabels": {"app": "db"}}}, "status": {"disruptionsAllowed": 0}})
+    assert evicted(engine.cycle(T0 + 1)) == ["plain"], "a higher priority, but no budget forbids it"
+
+
+def test_a_topology_aware_gang_preempts_inside_one_domain() -> None:
+    # Racks r1 = n0, n1 and r2 = n2, n3; every node full of priority-0 pods, r1's of one gang. high (2 x 4 cpu,
+    # priority 10, one rack): the victims are the pods of one rack, and the plan lies in that rack.
+    from tests.support.state_objects import root, watch_roots
+
+    state = ClusterState()
+    for i in range(4):
+        obj = node(f"n{i}", cpu="4")
+        obj["metadata"]["labels"]["example.com/rack"] = "r1" if i < 2 else "r2"
+        state.upsert_node(obj)
+    watch_roots(state, root("kubeflow.org/v1", "PyTorchJob", "high", "root-high",
+                            {"kubenexus.io/topology-required": "example.com/rack"}))
+    for i in range(4):
+        state.upsert_pod(busy(f"b{i}", f"n{i}", "4", 0), T0)
+    for i in range(2):
+        high = member(f"high-{i}", "high", 2, "4", 10)
+        high["metadata"]["annotations"]["scheduling.kubenexus.io/owner"] = "kubeflow.org/v1/PyTorchJob/high"
+        state.upsert_pod(high, T0)
+    cycle = Engine(state, Config()).cycle(T0 + 1)
+    victims = evicted(cycle)
+    assert victims in (["b0", "b1"], ["b2", "b3"]), (victims, gang_decision(cycle, "high").reason)
+
+
+def test_after_a_restart_pods_preempted_earlier_and_still_terminating_are_waited_for() -> None:
+    # A new leader knows nothing of the first round: the victim it preempted is still terminating (DisruptionTarget,
+    # deletionTimestamp) on the only node; it must not pick another victim meanwhile.
+    leaving = busy("victim", "n0", "2", 0, deletionTimestamp="2026-11-22T10:00:00Z")
+    leaving["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True",
+                                        "reason": "PreemptionByGangAdmission"}]
+    state, engine = world(1, leaving, busy("other", "n0", "2", 0), member("high-0", "high", 1, "2", 10))
+    cycle = engine.cycle(T0 + 1)
+    decision = gang_decision(cycle, "high")
+    assert not cycle.preemptions and decision.cause == Cause.PREEMPTING
+    assert "still terminate on the nodes its plan needs" in decision.reason, decision.reason
