@@ -70,6 +70,7 @@ GANG_STATE = {Verdict.RUNNING: "running", Verdict.RELEASE: "releasing", Verdict.
 ESCAPE_MEMORY_SECONDS = 600.0
 # What the controller watches: (queue tag, collection, decoder keeping only what the state reads).
 WATCHED = (("node", "/api/v1/nodes", slim.NODES), ("pod", "/api/v1/pods", slim.PODS))
+BUDGETS = "/apis/policy/v1/poddisruptionbudgets"
 MEMBER_EVENTS = 20  # events about a gang also go to at most this many gated members
 PREEMPTION_REASON = "PreemptionByGangAdmission"  # the DisruptionTarget reason of the pods preempted for a gang
 STALL_SECONDS = 60.0  # /healthz fails when the loop has not turned for this long
@@ -99,6 +100,8 @@ class Controller:
                            for what, path, decoder in WATCHED]
         self._roots = RootWatch(api_client, self._root_informer, self._root_status,
                                 timeout=config.api_timeout_seconds * 5)
+        # PodDisruptionBudgets: which victims preemption prefers; not waited for (a preference, never a condition)
+        self._budgets = Informer(api_client, BUDGETS, functools.partial(self._enqueue, "budget"), backoff_max=30.0)
         # Only watch events update the state: they arrive in order, patch responses would race them.
         self.patcher = Patcher(api_client, lambda reason: self.metrics.patch_errors.labels(reason).inc())
         self.evictor = Evictor(api_client, lambda reason: self.metrics.repair_errors.labels(reason).inc())
@@ -172,6 +175,7 @@ class Controller:
         for informer in self._informers:
             self._spawn(informer.run, f"informer{informer.path.replace('/', '-')}")
         self._roots.start()
+        self._spawn(self._budgets.run, "informer-poddisruptionbudgets")
         self.podgroups.start()
         if self._elector is not None:
             self._spawn(self._elector.run, "leader-election")
@@ -202,6 +206,7 @@ class Controller:
         for informer in self._informers:
             informer.stop()
         self._roots.stop()
+        self._budgets.stop()
         self.patcher.stop()
         self.evictor.stop()
         self.podgroups.stop()
@@ -246,6 +251,11 @@ class Controller:
                 self.state.delete_root(obj["group"], obj["kind"], obj["object"])
             else:
                 self.state.upsert_root(obj["group"], obj["kind"], obj["object"])
+        elif what == "budget":
+            if kind == "DELETED":
+                self.state.delete_budget(obj)
+            else:
+                self.state.upsert_budget(obj)
         elif what == "root-watch":  # ``kind`` is the problem ("" once listed)
             self.state.roots.watching(obj["group"], obj["version"], obj["kind"], kind)
         elif what == "preemption":  # a victim that could not be preempted: no longer waited for

@@ -62,7 +62,8 @@ def required_access(config: Config) -> dict[str, list[Access]]:
                     for plural in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")
                     for verb in ("get", "update")]
     controller = [(verb, "", "pods", "", "") for verb in ("get", "list", "watch", "patch")]
-    controller += [("list", "", "nodes", "", ""), ("watch", "", "nodes", "", ""),
+    controller += [("list", "", "nodes", "", ""), ("watch", "", "nodes", "", ""), ("patch", "", "pods/status", "", ""),
+                   *((verb, "policy", "poddisruptionbudgets", "", "") for verb in ("list", "watch")),
                    ("create", "events.k8s.io", "events", "", ""), ("patch", "events.k8s.io", "events", "", ""),
                    ("get", "", "namespaces", "", ""),
                    ("get", "coordination.k8s.io", "leases", ns, LEASE_NAME),
