@@ -107,7 +107,7 @@ def submit(objects: list[Obj], config: Config, now: float) -> tuple[list[Obj], l
     snapshot with them, and for each job what admission did with each pod (``pods`` None: its kind's pods are not
     modelled, the snapshot must hold them)."""
     from gang.adapters.table import adapter_for
-    from kubenexus.explain import admit
+    from kubenexus.explain import Recorded, admit
 
     owners = {ref.get("uid") for obj in objects for ref in (obj.get("metadata") or {}).get("ownerReferences") or []
               if isinstance(ref, dict)}
@@ -134,13 +134,14 @@ def submit(objects: list[Obj], config: Config, now: float) -> tuple[list[Obj], l
                 snapshot.append(child)
     roots = [obj for obj in snapshot if obj["kind"] not in ("Node", "Pod")]
     for job, pod in created:
-        admission, missing = admit(pod, job["namespace"], roots, config)
+        source = Recorded(roots)
+        admission = admit(pod, job["namespace"], source, config)
         decision = admission.decision
         job["pods"].append({"name": pod["metadata"]["name"], "action": decision.action.value,
                             "allowed": not admission.denial, "denial": admission.denial, "group": decision.group,
                             "size": decision.size, "reasons": list(decision.reasons),
                             "warnings": list(decision.warnings)})
-        job["missing"] += [m for m in missing if m not in job["missing"]]
+        job["missing"] += [m for m in source.missing if m not in job["missing"]]
         if not admission.denial:
             snapshot.append(admission.pod)
     return snapshot, jobs

@@ -47,12 +47,14 @@ def test_the_tracebacks_users_met_are_one_line_errors(tmp_path: Path) -> None:
         "usage": (["cluster"], ENV),
         "timeline stopped cluster": (["timeline", "--kubeconfig", str(kubeconfig), str(tmp_path / "t.html")], ENV),
         "timeline missing folder": (["timeline", "--kubeconfig", str(kubeconfig), "/nonexistent/dir/t.html"], ENV),
+        "explain pod stopped cluster": (["explain", "pod", "spark-pi-driver", "--kubeconfig", str(kubeconfig)], ENV),
     }
     with ThreadPoolExecutor(max_workers=len(runs)) as pool:
         done = dict(zip(runs, pool.map(lambda run: kubenexus(*run[0], env=run[1]), runs.values()), strict=True))
     stopped = (f"cannot reach the cluster at https://127.0.0.1:{port}: connection refused: is it running, and is "
                "--kubeconfig (or KUBECONFIG) the right one?")
-    for command, run in (("doctor", "unreachable"), ("timeline", "timeline stopped cluster")):
+    for command, run in (("doctor", "unreachable"), ("timeline", "timeline stopped cluster"),
+                         ("explain", "explain pod stopped cluster")):
         assert one_line(done[run], "", 3) == f"kubenexus {command}: {stopped}"
     assert one_line(done["timeline missing folder"], "", 2) == (
         "kubenexus timeline: cannot write /nonexistent/dir/t.html: directory /nonexistent/dir does not exist")
