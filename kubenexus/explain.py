@@ -64,15 +64,18 @@ class Recorded(MemorySource):
 
     def __init__(self, objects: list[Obj]) -> None:
         super().__init__(objects)
-        self.missing: list[str] = []
+        self.absent: dict[str, tuple[Kind, str]] = {}  # "Kind namespace/name" -> its kind and name, as asked
+
+    @property
+    def missing(self) -> list[str]:
+        return list(self.absent)
 
     def get(self, kind: Kind, api_version: str, namespace: str | None, name: str,
             uid: str | None = None, deadline: Deadline | None = None) -> Obj | None:
         found = super().get(kind, api_version, namespace, name, uid, deadline)
         if found is None:
-            what = f"{kind.kind} {namespace}/{name}" if namespace else f"{kind.kind} {name}"
-            if what not in self.missing:
-                self.missing.append(what)
+            self.absent.setdefault(f"{kind.kind} {namespace}/{name}" if namespace else f"{kind.kind} {name}",
+                                   (kind, name))
         return found
 
 

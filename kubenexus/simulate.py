@@ -1,10 +1,13 @@
 """``kubenexus simulate``: what the gate controller would decide for a cluster snapshot, offline.
 
-The snapshot is ordinary Kubernetes YAML (Nodes, Pods bound and pending, root objects; ``List``
-objects are unpacked). It goes through the controller's own state and engine, reservations of
-released-but-unbound pods included, so "what if I submit this job now" gets the answer the
-controller would give. The job itself will do: a root object no pod is owned by yet is submitted, the pods its
-operator creates first (its adapter's ``created``) admitted as the webhook would admit them (``submit``).
+The snapshot is ordinary Kubernetes YAML (Namespaces, Nodes, Pods bound and pending, root objects; ``List``
+objects are unpacked): ``kubectl get namespaces,nodes,pods,<the jobs' kinds> -A -o yaml``. It goes through the
+controller's own state and engine, reservations of released-but-unbound pods included, so "what if I submit this
+job now" gets the answer the controller would give. The job itself will do: a root object no pod is owned by yet
+is submitted, the pods its operator creates first (its adapter's ``created``) admitted as the webhook would admit
+them (``submit``). What a decision reads and the snapshot lacks is named, never guessed: a Namespace or root that
+admission reads refuses the snapshot (``not_in_snapshot``); the gangs' roots the pass reads for their annotations
+are listed (``missing``).
 
 Exit status: 1 when a gang can never fit or cannot be certified, 2 on a usage error (``kubenexus.errors``).
 """
@@ -25,13 +28,14 @@ import yaml
 from controller.engine import Cycle, Engine, Verdict
 from controller.owners import Step, resolve, root_annotations
 from controller.state import ClusterState
-from controller.status import Desired, Tracker, new_podgroup, podgroup_name, status_for
+from controller.status import Desired, Phase, Tracker, new_podgroup, podgroup_name, status_for
 from controller.topology import described
 from gang import keys
 from gang.config import Config, config_or_exit
-from gang.kinds import POD_GROUP
+from gang.kinds import NAMESPACE, POD_GROUP
 from gang.objects import MemorySource, Obj
 from kubenexus.errors import FOUND, CommandError, opened
+from kubenexus.explain import Recorded, admit
 from kubenexus.output import add_output, dump
 
 T = TypeVar("T")
@@ -67,6 +71,21 @@ def objects_in(documents: Iterable[Any]) -> list[Obj]:
                 raise ScenarioError(f"{doc['kind']} {_name(doc)}: {part} is not a mapping")
         objects.append(doc)
     return objects
+
+
+#: What simulate reads of a cluster, besides the jobs' own objects (README "Walkthrough").
+SNAPSHOT = "kubectl get namespaces,nodes,pods -A -o yaml"
+
+
+def not_in_snapshot(source: Recorded, doing: str) -> ScenarioError:
+    """The first object ``source`` was asked for and did not find, named with the way to add it: deciding without
+    it would pass a guess for an answer."""
+    what, (kind, name) = next(iter(source.absent.items()))
+    if kind == NAMESPACE:
+        return ScenarioError(f"namespace {name} is not in the snapshot, and {doing} reads it: add namespaces to it "
+                             f"({SNAPSHOT})")
+    return ScenarioError(f"{what} is not in the snapshot, and {doing} reads it: add it "
+                         f"(kubectl get {kind.plural} -A -o yaml)")
 
 
 def _parse(obj: Obj, upsert: Callable[[], T]) -> T:
@@ -105,9 +124,9 @@ def submit(objects: list[Obj], config: Config, now: float) -> tuple[list[Obj], l
     through admission (``admit_pod``, as
     ``/mutate`` and ``explain``) and join the snapshot as admission leaves them, created ``now``. Returns the
     snapshot with them, and for each job what admission did with each pod (``pods`` None: its kind's pods are not
-    modelled, the snapshot must hold them)."""
+    modelled, the snapshot must hold them). An object admission reads that the snapshot lacks (the job's Namespace)
+    is a ScenarioError: admission without it would be a guess (an unlabelled namespace, "not opted in")."""
     from gang.adapters.table import adapter_for
-    from kubenexus.explain import Recorded, admit
 
     owners = {ref.get("uid") for obj in objects for ref in (obj.get("metadata") or {}).get("ownerReferences") or []
               if isinstance(ref, dict)}
@@ -122,7 +141,7 @@ def submit(objects: list[Obj], config: Config, now: float) -> tuple[list[Obj], l
         snapshot.append(root)
         made = _parse(root, functools.partial(adapter.created, root))
         jobs.append({"namespace": meta["namespace"], "kind": obj["kind"], "name": meta["name"],
-                     "pods": None if made is None else [], "missing": []})
+                     "pods": None if made is None else []})
         for index, child in enumerate(made or []):
             child_meta = child["metadata"]
             child_meta.setdefault("name", f"{child_meta.get('generateName', '')}{index:05d}")  # k8s: 5 random
@@ -132,16 +151,16 @@ def submit(objects: list[Obj], config: Config, now: float) -> tuple[list[Obj], l
                 created.append((jobs[-1], child))
             else:  # an owner between the pods and the root (a JobSet's Jobs): the owner walk reads it
                 snapshot.append(child)
-    roots = [obj for obj in snapshot if obj["kind"] not in ("Node", "Pod")]
+    source = Recorded([obj for obj in snapshot if obj["kind"] not in ("Node", "Pod")])
     for job, pod in created:
-        source = Recorded(roots)
         admission = admit(pod, job["namespace"], source, config)
+        if source.absent:
+            raise not_in_snapshot(source, f"admitting the pods of {job['kind']} {job['namespace']}/{job['name']}")
         decision = admission.decision
         job["pods"].append({"name": pod["metadata"]["name"], "action": decision.action.value,
                             "allowed": not admission.denial, "denial": admission.denial, "group": decision.group,
                             "size": decision.size, "reasons": list(decision.reasons),
                             "warnings": list(decision.warnings)})
-        job["missing"] += [m for m in source.missing if m not in job["missing"]]
         if not admission.denial:
             snapshot.append(admission.pod)
     return snapshot, jobs
@@ -149,15 +168,19 @@ def submit(objects: list[Obj], config: Config, now: float) -> tuple[list[Obj], l
 
 def simulate(objects: list[Obj], config: Config, now: float) -> tuple[Cycle, list[Obj]]:
     """One decision pass over the snapshot; also the pods admission left unresolved that are released now."""
-    cycle, ungated, _ = simulate_podgroups(objects, config, now)
+    cycle, ungated, _, _ = simulate_podgroups(objects, config, now)
     return cycle, ungated
 
 
-def simulate_podgroups(objects: list[Obj], config: Config, now: float) -> tuple[Cycle, list[Obj], list[Obj]]:
-    """``simulate``, and each gang's PodGroup as the controller would write it after the pass (gangs without a root
-    object get none: nothing would own it)."""
+def simulate_podgroups(objects: list[Obj], config: Config,
+                       now: float) -> tuple[Cycle, list[Obj], list[Obj], list[str]]:
+    """``simulate``, each gang's PodGroup as the controller would write it after the pass (gangs without a root
+    object get none: nothing would own it), and the gangs' roots the pass looked for and the snapshot lacks (their
+    ``kubenexus.io/`` annotations are not applied). A pod left unresolved is decided again against the snapshot:
+    an object it needs and the snapshot lacks is a ScenarioError."""
     state = ClusterState(config.replacement_grace_seconds)
-    roots = MemorySource([o for o in objects if o.get("kind") not in ("Node", "Pod")])
+    given = [o for o in objects if o.get("kind") not in ("Node", "Pod")]
+    roots, read, resolving = MemorySource(given), Recorded(given), Recorded(given)
     ungated: list[Obj] = []
     for obj in objects:
         if obj.get("kind") == "Node":
@@ -171,16 +194,18 @@ def simulate_podgroups(objects: list[Obj], config: Config, now: float) -> tuple[
         meta.setdefault("creationTimestamp", _timestamp(now))
         view = _parse(pod, functools.partial(state.upsert_pod, pod, now))
         if view.uid in state.unresolved:
-            resolution = resolve(pod, roots, config)
+            resolution = resolve(pod, resolving, config)
+            if resolving.absent:
+                raise not_in_snapshot(resolving, f"deciding pod {view.namespace}/{view.name} again (unresolved)")
             if resolution.action is Step.RELEASE:
                 state.delete_pod(view.uid)
                 ungated.append({"namespace": view.namespace, "name": view.name, "reason": resolution.reason})
             elif resolution.action is Step.JOIN:
                 state.upsert_pod(jsonpatch.apply_patch(pod, resolution.patch), now)
-    engine = Engine(state, config, lambda pod: root_annotations(roots, pod))
+    engine = Engine(state, config, lambda pod: root_annotations(read, pod))
     cycle = engine.cycle(now)
     changed, _ = Tracker().update(cycle, state, now)
-    return cycle, ungated, [_podgroup(want, roots, now) for want in changed]
+    return cycle, ungated, [_podgroup(want, roots, now) for want in changed], read.missing
 
 
 def _podgroup(want: Desired, roots: MemorySource, now: float) -> Obj:
@@ -197,7 +222,7 @@ def _podgroup(want: Desired, roots: MemorySource, now: float) -> Obj:
 
 
 def report(cycle: Cycle, ungated: list[Obj], podgroups: list[Obj] | None = None,
-           submitted: list[Obj] | None = None) -> Obj:
+           submitted: list[Obj] | None = None, missing: list[str] | None = None) -> Obj:
     gangs = [{"namespace": d.key[0], "name": d.key[1], "decision": d.decision, "reason": d.reason,
               "plan": dict(sorted(d.plan.items())), "released": sorted(d.released),
               # only for gangs whose root asks for a topology
@@ -206,7 +231,8 @@ def report(cycle: Cycle, ungated: list[Obj], podgroups: list[Obj] | None = None,
     deleted = [{"namespace": e.key[0], "gang": e.key[1], "whole_gang": e.whole_gang, "reason": e.reason,
                 "message": e.message, "pods": sorted(p.name for p in e.pods)}
                for e in sorted(cycle.evictions, key=lambda e: (e.key[0], e.key[1]))]
-    result: Obj = {"submitted": submitted or [], "gangs": gangs, "ungated": ungated, "deleted": deleted}
+    result: Obj = {"submitted": submitted or [], "gangs": gangs, "ungated": ungated, "deleted": deleted,
+                   "missing": missing or []}
     if podgroups is not None:
         result["podgroups"] = sorted(podgroups, key=lambda g: (g["metadata"]["namespace"], g["metadata"]["name"]))
     return result
@@ -231,8 +257,6 @@ def _admitted(job: Obj) -> list[str]:
         outcomes.setdefault(outcome, []).append(pod["name"])
     lines = [f"{where}: its operator creates {len(job['pods'])} pod(s) first"]
     lines += [f"    {', '.join(names)}: {outcome}" for outcome, names in outcomes.items()]
-    if job["missing"]:
-        lines.append(f"    decided without {', '.join(job['missing'])}: not in the snapshot")
     return lines
 
 
@@ -247,9 +271,10 @@ def _text(result: Obj) -> str:
         group = groups.get((gang["namespace"], podgroup_name(gang["name"])))
         if group is not None:
             status, size = group["status"], group["spec"]["minMember"]
+            waits = status.get("waitingFor") and status["phase"] not in STUCK_PHASES
             lines.append(f"    PodGroup {group['metadata']['name']}: {status['phase']}, min {size}, "
                          f"present {status['present']}, running {status['running']}"
-                         + (f", waiting for {status['waitingFor']}" if status.get("waitingFor") else ""))
+                         + (f", waiting for {status['waitingFor']}" if waits else ""))
     for pod in result["ungated"]:
         lines.append(f"{pod['namespace']}/{pod['name']}: not a gang member, released — {pod['reason']}")
     for eviction in result["deleted"]:  # a whole gang's reason is its decision's, printed above
@@ -257,6 +282,11 @@ def _text(result: Obj) -> str:
         why = "" if eviction["whole_gang"] else f" — {eviction['message']}"
         lines.append(f"{eviction['namespace']}/{eviction['gang']}: deletes {what} {', '.join(eviction['pods'])} "
                      f"({eviction['reason']}){why}")
+    if result["missing"]:  # "PyTorchJob ml/resnet": kubectl takes a kind's name for its resource
+        kinds = ",".join(sorted({what.split()[0].lower() for what in result["missing"]}))
+        lines.append(f"decided without {', '.join(result['missing'])} (not in the snapshot): their kubenexus.io/ "
+                     f"annotations (schedule timeout, best effort, topology) are not applied; add them (kubectl get "
+                     f"{kinds} -A -o yaml)")
     return "\n".join(lines) if lines else "no gang members in the snapshot"
 
 
@@ -271,6 +301,8 @@ def _now(text: str | None) -> float:
 
 #: Decisions waiting cannot change: ``simulate`` exits 1 when a gang gets one (the job must change, not the cluster).
 STUCK = (Verdict.NEVER_FITS, Verdict.NOT_CERTIFIABLE)
+#: Their PodGroups' phases, whose WAITING-FOR column only repeats the phase ("never fits"): nothing to wait for.
+STUCK_PHASES = (Phase.NEVER_FITS, Phase.NOT_CERTIFIABLE)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -284,12 +316,12 @@ def run(args: argparse.Namespace) -> int:
             # libyaml's loader when present: snapshots of real clusters run to many megabytes.
             objects = objects_in(yaml.load_all(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
             objects, submitted = submit(objects, config, now)
-            cycle, ungated, podgroups = simulate_podgroups(objects, config, now)
+            cycle, ungated, podgroups, missing = simulate_podgroups(objects, config, now)
         except yaml.YAMLError as exc:
             raise CommandError(f"cannot read {args.scenario}: {' '.join(str(exc).split())}") from None
         except ScenarioError as exc:
             raise CommandError(f"{args.scenario}: {exc}") from None
-    result = report(cycle, ungated, podgroups, submitted)
+    result = report(cycle, ungated, podgroups, submitted, missing)
     print(_text(result) if args.output == "text" else dump(result, args.output))
     return FOUND if any(d.decision in STUCK for d in cycle.gangs) else 0
 
@@ -297,11 +329,12 @@ def run(args: argparse.Namespace) -> int:
 def add_parser(subcommands: Any) -> None:
     parser = subcommands.add_parser(
         "simulate", help="what the gate controller would decide for a cluster snapshot",
-        description="What the gate controller would decide for a cluster snapshot (Nodes, Pods, root objects). "
+        description="What the gate controller would decide for a cluster snapshot (Namespaces, Nodes, Pods, root "
+        "objects: kubectl get namespaces,nodes,pods,<your jobs' kinds> -A -o yaml). "
         "Exit status: 0 when every gang is released, running or waiting for something that can come (members, "
         "capacity); 1 when a gang can never fit or cannot be certified; 2 on a usage error.")
     parser.add_argument("scenario", metavar="SNAPSHOT",
-                        help="YAML (- for stdin) with Nodes, Pods (bound and pending) and root objects")
+                        help="YAML (- for stdin) with Namespaces, Nodes, Pods (bound and pending) and root objects")
     add_output(parser)
     parser.add_argument("--now", help="evaluate at this RFC 3339 time (default: now)")
     parser.add_argument("--config", help="the controller's configuration file")
