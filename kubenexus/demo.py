@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import textwrap
 import threading
 import time
@@ -401,9 +402,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _seconds(text: str) -> float:
+    """--seconds: a positive, finite number (the story needs time to happen)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser("demo", help="show gang admission on the embedded local cluster")
-    parser.add_argument("--seconds", type=float, default=16.0, help="how long to let the operators work")
+    parser.add_argument("--seconds", type=_seconds, default=16.0, help="how long to let the operators work")
     parser.add_argument("--timeline", metavar="FILE", help="also draw each gang's timeline into FILE (HTML/SVG)")
     parser.add_argument("--keep", action="store_true",
                         help="keep the cluster, webhook and controller running afterwards, until Ctrl-C")
