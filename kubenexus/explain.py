@@ -55,7 +55,7 @@ def _documents(path: str) -> list[Any]:
 def _described(obj: Obj) -> str:
     """``Pod spark-pi-driver``: an object as a user would name it."""
     meta = obj.get("metadata")
-    name = meta.get("name") or meta.get("generateName") if isinstance(meta, dict) else None
+    name = (meta.get("name") or meta.get("generateName")) if isinstance(meta, dict) else None
     return f"{obj.get('kind')} {name}" if name else f"a {obj.get('kind')} without a name"
 
 
