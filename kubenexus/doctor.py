@@ -32,7 +32,7 @@ from gang.objects import Obj
 from gang.validate import check_namespace_label
 from kube.client import api_request
 from kubenexus.errors import FOUND
-from kubenexus.live import connect
+from kubenexus.live import connect, get
 from kubenexus.output import add_output, dump
 
 Access = tuple[str, str, str, str, str]  # verb, API group, resource, namespace ("" everywhere), name ("" any)
@@ -86,13 +86,7 @@ class Cluster:
         self._timeout = timeout
 
     def get(self, path: str) -> Obj | None:
-        status, body = api_request(self._client, "GET", path, self._timeout)
-        if status == 404:
-            return None
-        if status != 200:
-            raise RuntimeError(f"GET {path}: HTTP {status}: {body[:200]!r}")
-        obj: Obj = json.loads(body)
-        return obj
+        return get(self._client, path, self._timeout)
 
     def create(self, path: str, obj: Obj) -> Obj:
         status, body = api_request(self._client, "POST", path, self._timeout, obj, "application/json")
