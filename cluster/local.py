@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import tempfile
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +63,7 @@ class NodeSpec:
 class LocalCluster:
     def __init__(self, nodes: list[NodeSpec | dict[str, Any]] | None = None, workdir: str | None = None,
                  history: int = 10000) -> None:
+        self._own_workdir = workdir is None  # made here: removed by stop(), with the keys and tokens it holds
         self.workdir = workdir or tempfile.mkdtemp(prefix="kubenexus-cluster-")
         self.store = Store(history=history)
         self.registry = Registry()
@@ -214,9 +216,13 @@ class LocalCluster:
         return self
 
     def stop(self) -> None:
+        """Stop serving and every component; a workdir made here (no ``workdir`` given) is removed: its serving
+        key and the users' tokens open a cluster that no longer exists."""
         for component in self.components:
             component.stop()
         self.http.stop()
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> LocalCluster:
         return self.start()

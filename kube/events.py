@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 CACHE_SIZE = 4096  # distinct events remembered for series (client-go's maxLruCacheEntries)
 NOTE_LIMIT = 1024  # bytes of a note the apiserver accepts (NoteLengthLimit)
 REPORTING_INSTANCE_LIMIT = 128
+REPORTING_CONTROLLER = "kubenexus-controller"  # the gate controller's events say so (kubenexus cluster serve reads it)
 NAME_LIMIT = 253 - 17  # of the regarded object's name in an Event's name (a dot and 16 hex digits follow)
 _REFERENCE = ("apiVersion", "kind", "namespace", "name", "uid", "resourceVersion", "fieldPath")
 _MERGE = "application/merge-patch+json"
@@ -70,7 +71,7 @@ class EventRecorder:
     ``on_dropped`` is called once per dropped event (e.g. a Prometheus counter's ``inc``).
     """
 
-    def __init__(self, api_client: client.ApiClient, controller: str = "kubenexus-controller", instance: str = "",
+    def __init__(self, api_client: client.ApiClient, controller: str = REPORTING_CONTROLLER, instance: str = "",
                  burst: int = 25, per_second: float = 0.2, repeat_interval: float = 60.0,
                  clock: Callable[[], float] = time.monotonic, *, queue_size: int = 1000, request_timeout: float = 10.0,
                  on_dropped: Callable[[], None] | None = None) -> None:

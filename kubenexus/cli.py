@@ -110,7 +110,7 @@ COMMANDS: dict[str, tuple[str, Callable[[Commands], None]]] = {
     "webhook": ("run the admission webhook (gunicorn, TLS)", _webhook_parser),
     "controller": ("run the gate controller (releases gangs that fit)", _controller_parser),
     "certs": ("TLS material for the webhook", _certs_parser),
-    "explain": ("show offline what the webhook would do to a pod", _explain_parser),
+    "explain": ("show what the webhook would do to a pod (files, or a live pod)", _explain_parser),
     "cluster": ("the embedded local Kubernetes cluster", _cluster_parser),
     "demo": ("show gang admission on the embedded local cluster", _demo_parser),
     "simulate": ("what the gate controller would decide for a cluster snapshot", _simulate_parser),

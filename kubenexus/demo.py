@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import textwrap
 import threading
 import time
@@ -27,7 +28,7 @@ from kubernetes import client, config, watch
 
 from gang import keys
 from kubenexus import timeline as gang_timeline
-from kubenexus.local_product import LocalProduct, stop_on_signal
+from kubenexus.local_product import LocalProduct, controller_events, stop_on_signal
 
 NAMESPACE = "demo"
 
@@ -217,20 +218,14 @@ def _watch_pods(core: Any, timeline: Story, stop: threading.Event, seen: dict[st
             stream.stop()
 
 
-def _watch_events(events: Any, timeline: Story, stop: threading.Event) -> None:
-    """The controller's events (events.k8s.io/v1) on the jobs (those about waiting for room also go to up to 20 gated
-    members). Read as plain JSON: an Event recorded through core/v1 has no eventTime, which the client's model
-    requires."""
-    stream = watch.Watch()
-    for event in stream.stream(events.list_namespaced_event, NAMESPACE, timeout_seconds=120, deserialize=False):
-        obj = event["object"]
-        regarding = obj.get("regarding") or {}
-        if event["type"] == "ADDED" and regarding.get("kind") != "Pod":
-            reason = obj.get("reason")
-            timeline.say(f"  controller: {reason} on {regarding.get('kind')} {regarding.get('name')}: "
-                         f"{obj.get('note')}", *(("release",) if reason == gang_timeline.RELEASED_REASON else ()))
+def _watch_events(kube: Any, timeline: Story, stop: threading.Event) -> None:
+    """The controller's events on the jobs (those about waiting for room also go to up to 20 gated members)."""
+    for obj in controller_events(kube, NAMESPACE):
+        regarding, reason = obj.get("regarding") or {}, obj.get("reason")
+        timeline.say(f"  controller: {reason} on {regarding.get('kind')} {regarding.get('name')}: {obj.get('note')}",
+                     *(("release",) if reason == gang_timeline.RELEASED_REASON else ()))
         if stop.is_set():
-            stream.stop()
+            return
 
 
 def _finish(core: Any, job: str, timeline: Story) -> None:
@@ -376,8 +371,7 @@ def run(args: argparse.Namespace) -> int:
             stop = threading.Event()
             watcher = threading.Thread(target=_watch_pods, args=(core, timeline, stop, seen), daemon=True)
             watcher.start()
-            threading.Thread(target=_watch_events, args=(client.EventsV1Api(kube), timeline, stop),
-                             daemon=True).start()
+            threading.Thread(target=_watch_events, args=(kube, timeline, stop), daemon=True).start()
             custom = client.CustomObjectsApi(kube)
             for obj in workloads():
                 group, version = obj["apiVersion"].split("/")
@@ -408,9 +402,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _seconds(text: str) -> float:
+    """--seconds: a positive, finite number (the story needs time to happen)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser("demo", help="show gang admission on the embedded local cluster")
-    parser.add_argument("--seconds", type=float, default=16.0, help="how long to let the operators work")
+    parser.add_argument("--seconds", type=_seconds, default=16.0, help="how long to let the operators work")
     parser.add_argument("--timeline", metavar="FILE", help="also draw each gang's timeline into FILE (HTML/SVG)")
     parser.add_argument("--keep", action="store_true",
                         help="keep the cluster, webhook and controller running afterwards, until Ctrl-C")

@@ -31,8 +31,9 @@ from gang.adapters.table import ROOT_RESOURCES
 from gang.config import Config, ConfigError, config_from_text, config_or_exit
 from gang.objects import Obj
 from gang.validate import check_namespace_label
-from kube.client import api_request, new_api_client
-from kubenexus.errors import FOUND, UNREACHABLE, USAGE, CommandError
+from kube.client import api_request
+from kubenexus.errors import FOUND
+from kubenexus.live import connect, get
 from kubenexus.output import add_output, dump
 
 Access = tuple[str, str, str, str, str]  # verb, API group, resource, namespace ("" everywhere), name ("" any)
@@ -46,6 +47,7 @@ STUCK_EVENTS = ("GangNeverFits", "GangNotCertifiable", "GangConstraintsUnknown",
 FIRST_EVENT_WITHIN = datetime.timedelta(minutes=1)  # a new gang the controller has not reported on yet
 RELEASE_WITHIN = datetime.timedelta(seconds=15)  # a release's PATCHes take milliseconds; retries back off to 5 s
 CONFIG_MAP, CONFIG_KEY = "kubenexus-config", "config.yaml"  # deploy/base: mounted by both components
+ADMIN = "a cluster-admin's kubeconfig"  # what the checks read
 
 
 def required_access(config: Config) -> dict[str, list[Access]]:
@@ -92,13 +94,7 @@ class Cluster:
         self._timeout = timeout
 
     def get(self, path: str) -> Obj | None:
-        status, body = api_request(self._client, "GET", path, self._timeout)
-        if status == 404:
-            return None
-        if status != 200:
-            raise RuntimeError(f"GET {path}: HTTP {status}: {body[:200]!r}")
-        obj: Obj = json.loads(body)
-        return obj
+        return get(self._client, path, self._timeout)
 
     def create(self, path: str, obj: Obj) -> Obj:
         status, body = api_request(self._client, "POST", path, self._timeout, obj, "application/json")
@@ -512,20 +508,6 @@ def installed_config(cluster: Cluster, namespace: str) -> tuple[Config, Finding]
                            f"{config.namespace}")
 
 
-def reachable(api_client: Any, timeout: float = 10.0) -> None:
-    """Fail at once, in one line, when the apiserver does not answer: every check would fail the same way."""
-    host = api_client.configuration.host
-    try:
-        status, _ = api_request(api_client, "GET", "/version", timeout)
-    except Exception as exc:  # noqa: BLE001 — urllib3's and ssl's errors alike: the cluster is not reachable
-        reason = getattr(exc, "reason", None) or exc
-        raise CommandError(f"cannot reach the apiserver at {host}: {' '.join(str(reason).split())}: is the cluster "
-                           "running, and is --kubeconfig (or KUBECONFIG) the right one?", UNREACHABLE) from None
-    if status in (401, 403):
-        raise CommandError(f"the apiserver at {host} refuses the kubeconfig's user (HTTP {status}): doctor needs "
-                           "a cluster-admin's kubeconfig (--kubeconfig)", USAGE)
-
-
 def as_data(findings: Iterable[Finding]) -> list[Obj]:
     """The findings as ``-o json|yaml`` prints them, in ``render``'s order."""
     return [{"status": _status(f).strip().lower(), "check": f.check, "text": f.text} for f in _ordered(findings)]
@@ -534,14 +516,10 @@ def as_data(findings: Iterable[Finding]) -> list[Obj]:
 def run(args: argparse.Namespace) -> int:
     if args.config:
         config = config_or_exit(args.config, "kubenexus doctor")
-        client = new_api_client(args.kubeconfig or config.kubeconfig, pool_size=4, retries=1)
-        reachable(client)
-        cluster = Cluster(client)
+        cluster = Cluster(connect(args.kubeconfig or config.kubeconfig, ADMIN))
         findings = [Finding(True, "configuration", f"{args.config} (given with --config)")]
     else:
-        client = new_api_client(args.kubeconfig, pool_size=4, retries=1)
-        reachable(client)
-        cluster = Cluster(client)
+        cluster = Cluster(connect(args.kubeconfig, ADMIN))
         config, finding = installed_config(cluster, args.namespace)
         findings = [finding]
     findings += diagnose(cluster, config)

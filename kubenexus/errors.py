@@ -3,7 +3,7 @@
 Commands raise ``CommandError``; ``kubenexus.cli.main`` prints it as one line on stderr and exits with its code.
 Exit codes: 2 for usage errors (arguments, input files, configuration, kubeconfig), 1 for a command that ran and
 found what it reports (``simulate``: a gang that never fits; ``doctor``: a problem), 3 when the cluster cannot be
-reached.
+reached (``kubenexus/live.py``).
 """
 
 from __future__ import annotations

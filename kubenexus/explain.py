@@ -1,9 +1,10 @@
-"""``kubenexus explain``: offline, what the webhook would do to a pod given its owner objects.
+"""``kubenexus explain``: what the webhook would do to a pod, given its owner objects (offline) or read from a live
+cluster (``explain pod NAME``).
 
 It builds the AdmissionReview request the apiserver would send and runs it through
-``admit_pod``, the same code path as ``/mutate``, against the given objects only. Every object the decision
-looked for and did not find among them is named (on a live cluster the Namespace, at least, exists: its absence
-here must not pass for a verdict).
+``admit_pod``, the same code path as ``/mutate``, against the given objects only, or against the cluster (read as
+the webhook reads it). Every object the decision looked for and did not find among the given objects is named (on a
+live cluster the Namespace, at least, exists: its absence here must not pass for a verdict).
 
 A pod read from a cluster after admission (``kubectl get pod -o yaml``) carries admission's and the gate
 controller's state: explain says what that state is (its gang, gated or released, its node), and decides again for
@@ -22,7 +23,8 @@ import yaml
 from gang import keys
 from gang.config import Config, ConfigError, load_config
 from gang.kinds import Kind
-from gang.objects import Deadline, MemorySource, Obj
+from gang.objects import Deadline, MemorySource, Obj, ObjectSource
+from gang.structure import OBJECT, POD, structure_error
 from kubenexus.errors import CommandError, opened
 from kubenexus.output import add_output, dump
 from webhook.review import BadRequest, PodAdmission, admit_pod
@@ -42,10 +44,19 @@ def _documents(path: str) -> list[Any]:
         else:
             objects.append(doc)
     for obj in objects:
-        if (not isinstance(obj, dict) or not obj.get("kind") or not obj.get("apiVersion")
-                or not isinstance(obj.get("metadata") or {}, dict)):
+        if not isinstance(obj, dict) or not obj.get("kind") or not obj.get("apiVersion"):
             raise CommandError(f"{path}: every document must be a Kubernetes object with apiVersion and kind")
+        problem = structure_error(obj, POD if obj["kind"] == "Pod" else OBJECT)
+        if problem:
+            raise CommandError(f"{path}: {_described(obj)}: {problem}")
     return objects
+
+
+def _described(obj: Obj) -> str:
+    """``Pod spark-pi-driver``: an object as a user would name it."""
+    meta = obj.get("metadata")
+    name = (meta.get("name") or meta.get("generateName")) if isinstance(meta, dict) else None
+    return f"{obj.get('kind')} {name}" if name else f"a {obj.get('kind')} without a name"
 
 
 class Recorded(MemorySource):
@@ -53,15 +64,18 @@ class Recorded(MemorySource):
 
     def __init__(self, objects: list[Obj]) -> None:
         super().__init__(objects)
-        self.missing: list[str] = []
+        self.absent: dict[str, tuple[Kind, str]] = {}  # "Kind namespace/name" -> its kind and name, as asked
+
+    @property
+    def missing(self) -> list[str]:
+        return list(self.absent)
 
     def get(self, kind: Kind, api_version: str, namespace: str | None, name: str,
             uid: str | None = None, deadline: Deadline | None = None) -> Obj | None:
         found = super().get(kind, api_version, namespace, name, uid, deadline)
         if found is None:
-            what = f"{kind.kind} {namespace}/{name}" if namespace else f"{kind.kind} {name}"
-            if what not in self.missing:
-                self.missing.append(what)
+            self.absent.setdefault(f"{kind.kind} {namespace}/{name}" if namespace else f"{kind.kind} {name}",
+                                   (kind, name))
         return found
 
 
@@ -134,8 +148,8 @@ def _same_gang(pod: Obj, admitted_pod: Obj) -> bool:
     return all(_meta(pod, "labels").get(key) == _meta(admitted_pod, "labels").get(key) for key in keys.WRITTEN_LABELS)
 
 
-def admit(pod: Obj, namespace: str, objects: list[Obj], config: Config) -> tuple[PodAdmission, list[str]]:
-    """``/mutate``'s answer for a CREATE of ``pod`` in ``namespace``, and the objects it looked for and did not find."""
+def admit(pod: Obj, namespace: str, source: ObjectSource, config: Config) -> PodAdmission:
+    """``/mutate``'s answer for a CREATE of ``pod`` in ``namespace``, reading its owners from ``source``."""
     request = {
         "uid": "kubenexus-explain",
         "kind": {"group": "", "version": "v1", "kind": "Pod"},
@@ -144,23 +158,28 @@ def admit(pod: Obj, namespace: str, objects: list[Obj], config: Config) -> tuple
         "namespace": namespace,
         "object": pod,
     }
-    source = Recorded(objects)
     admission = admit_pod(request, source, config)
     assert admission is not None  # a pod CREATE always gets an answer
-    return admission, source.missing
+    return admission
 
 
 def explain(pod: dict[str, Any], objects: list[dict[str, Any]], namespace: str | None,
-            config_path: str | None = None) -> dict[str, Any]:
+            config_path: str | None = None, cluster: ObjectSource | None = None) -> dict[str, Any]:
     """The webhook's answer for ``pod`` as one JSON-able object; for a pod already admitted, what it carries and
     the answer for the pod as its creator sent it: without the gang's labels if admission gives it the same ones
-    again (they were admission's), else with them (its creator's)."""
+    again (they were admission's), else with them (its creator's). Owners are read from ``cluster`` when given
+    (``objects`` then only hold the gang's other members), else from ``objects``, naming those they lack."""
     config = load_config(config_path)
     ns = namespace or (pod.get("metadata") or {}).get("namespace") or "default"
     state = admitted(pod, objects)
-    admission, missing = admit(pod if state is None else as_created(pod, False), ns, objects, config)
+
+    def decided(sent: Obj) -> tuple[PodAdmission, list[str]]:
+        source = Recorded(objects) if cluster is None else cluster
+        return admit(sent, ns, source, config), source.missing if isinstance(source, Recorded) else []
+
+    admission, missing = decided(pod if state is None else as_created(pod, False))
     if state is not None and not _same_gang(pod, admission.pod):
-        admission, missing = admit(as_created(pod, True), ns, objects, config)
+        admission, missing = decided(as_created(pod, True))
     return {
         "admitted": state,
         "missing": missing,
@@ -174,11 +193,12 @@ def explain(pod: dict[str, Any], objects: list[dict[str, Any]], namespace: str |
     }
 
 
-def _print_text(result: dict[str, Any]) -> None:
+def _print_text(result: dict[str, Any], live: bool) -> None:
     state = result["admitted"]
     if state is not None:
         gang = f"gang {state['gang']} of {state['size']}" if state["gang"] else "no gang label"
-        given = f", {state['members_given']} of its member pods given" if state["gang"] else ""
+        given = (f", {state['members_given']} of its member pods {'in the cluster' if live else 'given'}"
+                 if state["gang"] else "")
         owner = f", owner {state['owner']}" if state["owner"] else ""
         print(f"admitted: {gang}{given}{owner}; {state['state']}")
         print("admission now, for the pod as its creator sent it (without that state):")
@@ -205,33 +225,86 @@ def _print_text(result: dict[str, Any]) -> None:
     print(yaml.safe_dump(result["pod"], sort_keys=False).rstrip())
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.pod == "-" and args.objects == "-":
+def _files(args: argparse.Namespace) -> tuple[Obj, list[Obj]]:
+    """The pod and the objects of ``--pod FILE --objects FILE ...``."""
+    if [args.pod, *args.objects].count("-") > 1:
         raise CommandError("only one of --pod and --objects can be read from stdin (-)")
     pods = _documents(args.pod)
     if len(pods) != 1 or pods[0].get("kind") != "Pod":
-        raise CommandError(f"{args.pod}: expected exactly one Pod, found {len(pods)} object(s)")
-    objects = _documents(args.objects) if args.objects else []
+        found = ", ".join(_described(obj) for obj in pods[:3]) + (", ..." if len(pods) > 3 else "")
+        owners = "; owner objects go in --objects FILE" if any(obj.get("kind") != "Pod" for obj in pods) else ""
+        raise CommandError(f"{args.pod}: expected exactly one Pod, found "
+                           + (f"{len(pods)} object(s): {found}{owners}" if pods else "no object"))
+    return pods[0], [obj for path in args.objects for obj in _documents(path)]
+
+
+def _from_cluster(args: argparse.Namespace) -> tuple[Obj, list[Obj], ObjectSource, str]:
+    """``explain pod NAME``: the pod, its gang's member pods and the cluster to read its owners from (as the webhook
+    reads them), and its namespace."""
+    import urllib.parse
+
+    from kube.source import ApiSource
+    from kubenexus.live import TIMEOUT, connect, context_namespace, existing_namespace, get
+
+    namespace = args.namespace or context_namespace(args.kubeconfig)
+    api_client = connect(args.kubeconfig, pool_size=2)
+    pods = f"/api/v1/namespaces/{urllib.parse.quote(namespace)}/pods"
+    pod = get(api_client, f"{pods}/{urllib.parse.quote(args.name)}")
+    if pod is None:
+        existing_namespace(api_client, namespace)
+        raise CommandError(f"pod {args.name} not found in namespace {namespace} (kubectl -n {namespace} get pods lists "
+                           "them; -n NAMESPACE names another)")
+    gang = _meta(pod, "labels").get(keys.POD_GROUP_LABEL)
+    members: list[Obj] = []
+    if isinstance(gang, str):
+        selector = urllib.parse.urlencode({"labelSelector": f"{keys.POD_GROUP_LABEL}={gang}"})
+        members = (get(api_client, f"{pods}?{selector}") or {}).get("items") or []
+    return pod, members, ApiSource(api_client, TIMEOUT, retries=1), namespace
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.what is not None and args.name is None:
+        raise CommandError("which pod? kubenexus explain pod NAME [-n NAMESPACE]")
+    if (args.what is None) == (args.pod is None):
+        raise CommandError("give the pod once: --pod FILE (its owners with --objects FILE), or pod NAME to read it "
+                           "and its owners from the cluster")
+    if args.what is not None and args.objects:
+        raise CommandError("--objects goes with --pod FILE: explain pod NAME reads the pod's owners from the cluster")
+    cluster: ObjectSource | None = None
+    if args.what is None:
+        pod, objects = _files(args)
+        namespace = args.namespace
+    else:
+        pod, objects, cluster, namespace = _from_cluster(args)
     try:
-        result = explain(pods[0], objects, args.namespace, args.config)
+        result = explain(pod, objects, namespace, args.config, cluster)
     except (ConfigError, BadRequest) as exc:
         raise CommandError(str(exc)) from None
     if args.output == "text":
-        _print_text(result)
+        _print_text(result, cluster is not None)
     else:
         print(dump(result, args.output))
     return 0
 
 
 def add_parser(subparsers: Any) -> None:
-    parser = subparsers.add_parser("explain", help="show offline what the webhook would do to a pod",
-                                   description="What the webhook would do to a pod, given its owner objects: the "
-                                   "decision, the reasons, the patch and the pod after admission.")
-    parser.add_argument("--pod", required=True, metavar="FILE",
+    parser = subparsers.add_parser("explain", help="show what the webhook would do to a pod (files, or a live pod)",
+                                   description="What the webhook would do to a pod: the decision, the reasons, the "
+                                   "patch and the pod after admission. From files (--pod FILE, its owner objects and "
+                                   "namespace with --objects FILE), or for a pod of a live cluster (pod NAME), whose "
+                                   "owners and namespace are read from it as the webhook reads them.")
+    parser.add_argument("what", nargs="?", choices=["pod"], metavar="pod",
+                        help="explain a pod of the cluster your kubeconfig names, by NAME")
+    parser.add_argument("name", nargs="?", metavar="NAME", help="the pod's name")
+    parser.add_argument("--pod", metavar="FILE",
                         help="YAML file (- for stdin) with the pod as the operator creates it")
-    parser.add_argument("--objects", metavar="FILE",
-                        help="YAML file (multi-document, - for stdin) with its owner objects and namespace")
-    parser.add_argument("--namespace", help="the request's namespace (default: the pod's, else 'default')")
+    parser.add_argument("--objects", metavar="FILE", action="append", default=[],
+                        help="YAML file (multi-document, - for stdin) with its owner objects and namespace; "
+                        "repeat it for more files")
+    parser.add_argument("-n", "--namespace", help="the request's namespace (default: the pod's, else 'default'); "
+                        "with pod NAME, the pod's (default: the kubeconfig context's, else default)")
+    parser.add_argument("--kubeconfig", help="with pod NAME: kubeconfig (default: KUBECONFIG, in-cluster, "
+                        "~/.kube/config)")
     parser.add_argument("--config", help="webhook configuration file")
     add_output(parser)
     parser.set_defaults(func=run)

@@ -15,6 +15,7 @@ import copy
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ import yaml
 
 from gang import keys
 from gang.config import Config, config_from_text
+from kube.events import REPORTING_CONTROLLER
 from kubenexus.doctor import CONFIG_KEY
 from kubenexus.local_webhook import LocalWebhook, free_port
 
@@ -133,11 +135,51 @@ class LocalProduct:
             admin.close()
         return self
 
+    def watch(self, wake: threading.Event) -> None:
+        """Set ``wake`` when a component stops by itself (``failure`` says which): the webhook process exits, or
+        the gate controller stops (it lost its Lease)."""
+        assert self.webhook is not None and self.controller is not None
+
+        def until(stopped: Callable[[], object]) -> None:
+            stopped()
+            wake.set()
+
+        for stopped in (self.webhook.process.wait, self.controller.wait):
+            threading.Thread(target=until, args=(stopped,), name="component-watch", daemon=True).start()
+
+    def failure(self) -> str | None:
+        """Which component stopped by itself, and why as far as it said; None while both run."""
+        code = self.webhook.process.poll() if self.webhook is not None else None
+        if self.webhook is not None and code is not None:
+            if code < 0:
+                return f"the webhook was killed by signal {-code} ({signal.Signals(-code).name})"
+            last = self.webhook.last_line()  # it ended by itself: its log says why
+            return f"the webhook exited with status {code}" + (f" (its last log line: {last})" if last else "")
+        if self.controller is not None and not self.controller.leading:
+            return "the gate controller stopped: it lost its Lease (its log is above)"
+        return None
+
     def stop(self) -> None:
         if self.controller is not None:
             self.controller.stop()
         if self.webhook is not None:
             self.webhook.stop()
+
+
+def controller_events(api_client: Any, namespace: str | None = None) -> Iterator[dict[str, Any]]:
+    """The gate controller's Events (events.k8s.io/v1) about gangs' roots, as they are written, in ``namespace`` or
+    all: its decisions told (those on gated members repeat them). Read as plain JSON: an Event recorded through
+    core/v1 has no eventTime, which the client's model requires."""
+    from kubernetes import client, watch
+
+    events = client.EventsV1Api(api_client)
+    lister, scope = ((events.list_namespaced_event, (namespace,)) if namespace
+                     else (events.list_event_for_all_namespaces, ()))
+    for event in watch.Watch().stream(lister, *scope, deserialize=False):
+        obj = event["object"]
+        if (event["type"] == "ADDED" and obj.get("reportingController") == REPORTING_CONTROLLER
+                and (obj.get("regarding") or {}).get("kind") != "Pod"):
+            yield obj
 
 
 def stop_on_signal() -> threading.Event:

@@ -54,7 +54,10 @@ class LocalWebhook:
         self._log = open(self.log_path, "w")  # noqa: SIM115 (closed in stop())
         self.process = subprocess.Popen(
             [KUBENEXUS, "webhook", "--config", str(self.config_path), "--bind", f"127.0.0.1:{self.port}"],
-            stdout=self._log, stderr=subprocess.STDOUT, env=deployment_env())
+            stdout=self._log, stderr=subprocess.STDOUT,
+            # its temporary files (the metrics directory, the certificates' lock) in the workdir, gone with it, as a
+            # container's /tmp is gone with its pod
+            env={**deployment_env(), "TMPDIR": str(workdir)})
         # Readiness as the kubelet probes it when the CA is not known here: HTTPS, the certificate not verified.
         self.context = ssl.create_default_context(cafile=certs.ca_cert) if certs else _unverified()
         self.url = f"https://127.0.0.1:{self.port}"
@@ -75,6 +78,11 @@ class LocalWebhook:
                 conn.close()
             time.sleep(0.1)
         raise RuntimeError(f"webhook not ready: {self.log_path.read_text()}")
+
+    def last_line(self) -> str:
+        """The last line the webhook logged: why it exited, when it did by itself."""
+        lines = self.log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+        return lines[-1] if lines else ""
 
     def stop(self) -> None:
         self.process.terminate()

@@ -1,14 +1,21 @@
 """``kubenexus cluster serve``: the local cluster with the product installed and running, until interrupted.
 
 By default the cluster runs the webhook and the gate controller as deploy/base installs them
-(``kubenexus/local_product.py``) and has a namespace ready for jobs; ``--bare`` serves the API alone.
+(``kubenexus/local_product.py``) and has a namespace ready for jobs; ``--bare`` serves the API alone. The
+controller's log and decisions (its Events) are printed here. When a component stops by itself (the webhook process
+exits, the controller loses its Lease) it says so on one line and exits 1: a cluster whose pods nobody gates or
+releases any more is not one to keep using, and a restart would hide the cause. The cluster's work folder (TLS keys,
+the service accounts' kubeconfigs, the webhook's log) goes with it (``LocalCluster.stop``).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -117,7 +124,8 @@ def run(args: argparse.Namespace) -> int:
                       f"  controller  leading, as {product.controller_identity}\n"
                       f"  namespace   {READY_NAMESPACE}, labelled kubenexus.io/gang-scheduling=enabled: every job "
                       "there is a gang\n"
-                      f"  logs        webhook: {product.webhook.log_path}; controller: this terminal\n"
+                      f"  logs        webhook: {product.webhook.log_path}; controller: below, with its decisions "
+                      "(its events)\n"
                       "In another terminal:\n"
                       f"  export KUBECONFIG={kubeconfig}\n"
                       f"  kubectl -n {READY_NAMESPACE} apply -f {_shown(EXAMPLES / 'spark-pi.yaml')}\n"
@@ -125,11 +133,43 @@ def run(args: argparse.Namespace) -> int:
             else:
                 print(f"  export KUBECONFIG={kubeconfig}")
             print("Ctrl-C stops it.", flush=True)
+            if product is not None:
+                _tell_decisions(cluster.kubeconfig, stopping)
+                product.watch(stopping)
             stopping.wait()
+            failed = product.failure() if product is not None else None
+            if failed:  # nothing would gate new pods, or release them, any more: not a cluster to keep using
+                print(f"kubenexus cluster serve: {failed}; stopping the cluster", file=sys.stderr, flush=True)
+                return 1
         finally:
             if product is not None:
                 product.stop()
     return 0
+
+
+def _tell_decisions(kubeconfig: str, stopping: threading.Event) -> None:
+    """The gate controller in this terminal: its log (from INFO: PodGroups created, pods resolved; warnings) and
+    its decisions, the Events it writes about gangs (released, waiting for capacity, never fits, evicted)."""
+    logging.basicConfig(format="%(asctime)s %(name)s %(levelname)s: %(message)s", datefmt="%H:%M:%S")
+    logging.getLogger("kubenexus.controller").setLevel(logging.INFO)
+    threading.Thread(target=_print_events, args=(kubeconfig, stopping), name="controller-events", daemon=True).start()
+
+
+def _print_events(kubeconfig: str, stopping: threading.Event) -> None:
+    from kubernetes import config
+
+    from kubenexus.local_product import controller_events
+
+    api_client = config.new_client_from_config(kubeconfig)
+    try:
+        for event in controller_events(api_client):
+            regarding = event.get("regarding") or {}
+            print(f"{time.strftime('%H:%M:%S')} controller: {event.get('reason')} on {regarding.get('kind')} "
+                  f"{regarding.get('namespace')}/{regarding.get('name')}: {event.get('note')}", flush=True)
+    except Exception as exc:  # noqa: BLE001 — the watch ended: said, unless the cluster is stopping
+        if not stopping.is_set():
+            print(f"kubenexus cluster serve: the controller's events are no longer shown: "
+                  f"{' '.join(str(exc).split())}", file=sys.stderr, flush=True)
 
 
 def add_parser(subparsers: Any) -> None:

@@ -1,10 +1,14 @@
 """``kubenexus simulate``: what the gate controller would decide for a cluster snapshot, offline.
 
-The snapshot is ordinary Kubernetes YAML (Nodes, Pods bound and pending, root objects; ``List``
-objects are unpacked). It goes through the controller's own state and engine, reservations of
-released-but-unbound pods included, so "what if I submit this job now" gets the answer the
-controller would give. The job itself will do: a root object no pod is owned by yet is submitted, the pods its
-operator creates first (its adapter's ``created``) admitted as the webhook would admit them (``submit``).
+The snapshot is ordinary Kubernetes YAML (Namespaces, Nodes, Pods bound and pending, root objects; ``List``
+objects are unpacked): ``kubectl get namespaces,nodes,pods,<the jobs' kinds> -A -o yaml``. It goes through the
+controller's own state and engine, reservations of released-but-unbound pods included, so "what if I submit this
+job now" gets the answer the controller would give. The job itself will do: a root object no pod is owned by yet
+is submitted, the pods its operator creates first (its adapter's ``created``) admitted as the webhook would admit
+them (``submit``). What a decision reads and the snapshot lacks is named, never guessed: a Namespace or root that
+admission reads refuses the snapshot (``not_in_snapshot``); a gang whose root it lacks waits, as the controller
+waits for a root it cannot read, and its reason names the root and the command that adds it
+(``controller/roots.py``: the snapshot's roots are read as the controller's watch reads them).
 
 Exit status: 1 when a gang can never fit or cannot be certified, 2 on a usage error (``kubenexus.errors``).
 """
@@ -26,14 +30,14 @@ from controller.engine import Cycle, Engine, Verdict
 from controller.owners import Step, resolve
 from controller.roots import snapshot
 from controller.state import ClusterState
-from controller.status import Desired, Tracker, new_podgroup, podgroup_name, status_for
+from controller.status import Desired, Phase, Tracker, new_podgroup, podgroup_name, status_for
 from controller.topology import described
 from gang import keys
-from gang.adapters.table import adapter_for
 from gang.config import Config, config_or_exit
-from gang.kinds import POD_GROUP
+from gang.kinds import NAMESPACE, POD_GROUP
 from gang.objects import MemorySource, Obj
 from kubenexus.errors import FOUND, CommandError, opened
+from kubenexus.explain import Recorded, admit
 from kubenexus.output import add_output, dump
 
 T = TypeVar("T")
@@ -69,6 +73,21 @@ def objects_in(documents: Iterable[Any]) -> list[Obj]:
                 raise ScenarioError(f"{doc['kind']} {_name(doc)}: {part} is not a mapping")
         objects.append(doc)
     return objects
+
+
+#: What simulate reads of a cluster, besides the jobs' own objects (README "Walkthrough").
+SNAPSHOT = "kubectl get namespaces,nodes,pods -A -o yaml"
+
+
+def not_in_snapshot(source: Recorded, doing: str) -> ScenarioError:
+    """The first object ``source`` was asked for and did not find, named with the way to add it: deciding without
+    it would pass a guess for an answer."""
+    what, (kind, name) = next(iter(source.absent.items()))
+    if kind == NAMESPACE:
+        return ScenarioError(f"namespace {name} is not in the snapshot, and {doing} reads it: add namespaces to it "
+                             f"({SNAPSHOT})")
+    return ScenarioError(f"{what} is not in the snapshot, and {doing} reads it: add it "
+                         f"(kubectl get {kind.plural} -A -o yaml)")
 
 
 def _parse(obj: Obj, upsert: Callable[[], T]) -> T:
@@ -107,8 +126,9 @@ def submit(objects: list[Obj], config: Config, now: float) -> tuple[list[Obj], l
     through admission (``admit_pod``, as
     ``/mutate`` and ``explain``) and join the snapshot as admission leaves them, created ``now``. Returns the
     snapshot with them, and for each job what admission did with each pod (``pods`` None: its kind's pods are not
-    modelled, the snapshot must hold them)."""
-    from kubenexus.explain import admit
+    modelled, the snapshot must hold them). An object admission reads that the snapshot lacks (the job's Namespace)
+    is a ScenarioError: admission without it would be a guess (an unlabelled namespace, "not opted in")."""
+    from gang.adapters.table import adapter_for
 
     owners = {ref.get("uid") for obj in objects for ref in (obj.get("metadata") or {}).get("ownerReferences") or []
               if isinstance(ref, dict)}
@@ -123,7 +143,7 @@ def submit(objects: list[Obj], config: Config, now: float) -> tuple[list[Obj], l
         snapshot.append(root)
         made = _parse(root, functools.partial(adapter.created, root))
         jobs.append({"namespace": meta["namespace"], "kind": obj["kind"], "name": meta["name"],
-                     "pods": None if made is None else [], "missing": []})
+                     "pods": None if made is None else []})
         for index, child in enumerate(made or []):
             child_meta = child["metadata"]
             child_meta.setdefault("name", f"{child_meta.get('generateName', '')}{index:05d}")  # k8s: 5 random
@@ -133,15 +153,16 @@ def submit(objects: list[Obj], config: Config, now: float) -> tuple[list[Obj], l
                 created.append((jobs[-1], child))
             else:  # an owner between the pods and the root (a JobSet's Jobs): the owner walk reads it
                 snapshot.append(child)
-    roots = [obj for obj in snapshot if obj["kind"] not in ("Node", "Pod")]
+    source = Recorded([obj for obj in snapshot if obj["kind"] not in ("Node", "Pod")])
     for job, pod in created:
-        admission, missing = admit(pod, job["namespace"], roots, config)
+        admission = admit(pod, job["namespace"], source, config)
+        if source.absent:
+            raise not_in_snapshot(source, f"admitting the pods of {job['kind']} {job['namespace']}/{job['name']}")
         decision = admission.decision
         job["pods"].append({"name": pod["metadata"]["name"], "action": decision.action.value,
                             "allowed": not admission.denial, "denial": admission.denial, "group": decision.group,
                             "size": decision.size, "reasons": list(decision.reasons),
                             "warnings": list(decision.warnings)})
-        job["missing"] += [m for m in missing if m not in job["missing"]]
         if not admission.denial:
             snapshot.append(admission.pod)
     return snapshot, jobs
@@ -155,9 +176,11 @@ def simulate(objects: list[Obj], config: Config, now: float) -> tuple[Cycle, lis
 
 def simulate_podgroups(objects: list[Obj], config: Config, now: float) -> tuple[Cycle, list[Obj], list[Obj]]:
     """``simulate``, and each gang's PodGroup as the controller would write it after the pass (gangs without a root
-    object get none: nothing would own it)."""
+    object get none: nothing would own it). A pod left unresolved is decided again against the snapshot: an object
+    it needs and the snapshot lacks is a ScenarioError."""
     state = ClusterState(config.replacement_grace_seconds)
-    roots = MemorySource([o for o in objects if o.get("kind") not in ("Node", "Pod")])
+    given = [o for o in objects if o.get("kind") not in ("Node", "Pod")]
+    roots, resolving = MemorySource(given), Recorded(given)
     state.roots = snapshot(objects)  # everything there is, read as the controller's watch reads roots
     ungated: list[Obj] = []
     for obj in objects:
@@ -172,7 +195,9 @@ def simulate_podgroups(objects: list[Obj], config: Config, now: float) -> tuple[
         meta.setdefault("creationTimestamp", _timestamp(now))
         view = _parse(pod, functools.partial(state.upsert_pod, pod, now))
         if view.uid in state.unresolved:
-            resolution = resolve(pod, roots, config)
+            resolution = resolve(pod, resolving, config)
+            if resolving.absent:
+                raise not_in_snapshot(resolving, f"deciding pod {view.namespace}/{view.name} again (unresolved)")
             if resolution.action is Step.RELEASE:
                 state.delete_pod(view.uid)
                 ungated.append({"namespace": view.namespace, "name": view.name, "reason": resolution.reason})
@@ -231,8 +256,6 @@ def _admitted(job: Obj) -> list[str]:
         outcomes.setdefault(outcome, []).append(pod["name"])
     lines = [f"{where}: its operator creates {len(job['pods'])} pod(s) first"]
     lines += [f"    {', '.join(names)}: {outcome}" for outcome, names in outcomes.items()]
-    if job["missing"]:
-        lines.append(f"    decided without {', '.join(job['missing'])}: not in the snapshot")
     return lines
 
 
@@ -247,9 +270,10 @@ def _text(result: Obj) -> str:
         group = groups.get((gang["namespace"], podgroup_name(gang["name"])))
         if group is not None:
             status, size = group["status"], group["spec"]["minMember"]
+            waits = status.get("waitingFor") and status["phase"] not in STUCK_PHASES
             lines.append(f"    PodGroup {group['metadata']['name']}: {status['phase']}, min {size}, "
                          f"present {status['present']}, running {status['running']}"
-                         + (f", waiting for {status['waitingFor']}" if status.get("waitingFor") else ""))
+                         + (f", waiting for {status['waitingFor']}" if waits else ""))
     for pod in result["ungated"]:
         lines.append(f"{pod['namespace']}/{pod['name']}: not a gang member, released — {pod['reason']}")
     for eviction in result["deleted"]:  # a whole gang's reason is its decision's, printed above
@@ -271,6 +295,8 @@ def _now(text: str | None) -> float:
 
 #: Decisions waiting cannot change: ``simulate`` exits 1 when a gang gets one (the job must change, not the cluster).
 STUCK = (Verdict.NEVER_FITS, Verdict.NOT_CERTIFIABLE)
+#: Their PodGroups' phases, whose WAITING-FOR column only repeats the phase ("never fits"): nothing to wait for.
+STUCK_PHASES = (Phase.NEVER_FITS, Phase.NOT_CERTIFIABLE)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -297,11 +323,12 @@ def run(args: argparse.Namespace) -> int:
 def add_parser(subcommands: Any) -> None:
     parser = subcommands.add_parser(
         "simulate", help="what the gate controller would decide for a cluster snapshot",
-        description="What the gate controller would decide for a cluster snapshot (Nodes, Pods, root objects). "
+        description="What the gate controller would decide for a cluster snapshot (Namespaces, Nodes, Pods, root "
+        "objects: kubectl get namespaces,nodes,pods,<your jobs' kinds> -A -o yaml). "
         "Exit status: 0 when every gang is released, running or waiting for something that can come (members, "
         "capacity); 1 when a gang can never fit or cannot be certified; 2 on a usage error.")
     parser.add_argument("scenario", metavar="SNAPSHOT",
-                        help="YAML (- for stdin) with Nodes, Pods (bound and pending) and root objects")
+                        help="YAML (- for stdin) with Namespaces, Nodes, Pods (bound and pending) and root objects")
     add_output(parser)
     parser.add_argument("--now", help="evaluate at this RFC 3339 time (default: now)")
     parser.add_argument("--config", help="the controller's configuration file")

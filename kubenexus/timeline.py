@@ -171,23 +171,13 @@ def gangs(pods: Iterable[Obj], events: Iterable[Obj], podgroups: Iterable[Obj]) 
 def collect(api_client: Any, namespace: str | None) -> tuple[list[Obj], list[Obj], list[Obj]]:
     """Pods, release Events (events.k8s.io/v1, selected by reason on the server) and PodGroups of ``namespace``
     (None: every namespace), as plain JSON. A cluster without the PodGroup CRD has none."""
-    import json
-
-    from kube.client import api_request
+    from kubenexus.live import get
 
     scope = f"/namespaces/{namespace}" if namespace else ""
     paths = (f"/api/v1{scope}/pods", f"/apis/events.k8s.io/v1{scope}/events?fieldSelector=reason%3D{RELEASED_REASON}",
              f"/apis/{keys.PODGROUP_API_VERSION}{scope}/{keys.PODGROUP_PLURAL}")
-    lists: list[list[Obj]] = []
-    for path in paths:
-        code, body = api_request(api_client, "GET", path, timeout=30)
-        if code == 404 and path == paths[-1]:
-            lists.append([])
-            continue
-        if code != 200:
-            raise RuntimeError(f"GET {path}: HTTP {code}: {body[:200].decode(errors='replace')}")
-        lists.append(json.loads(body)["items"])
-    return lists[0], lists[1], lists[2]
+    pods, events, groups = ((get(api_client, path, timeout=30) or {}).get("items") or [] for path in paths)
+    return pods, events, groups
 
 
 def draw(path: str, found: list[Gang], now: float, scope: str) -> None:
@@ -199,27 +189,31 @@ def draw(path: str, found: list[Gang], now: float, scope: str) -> None:
 
 def _namespace(args: argparse.Namespace) -> str | None:
     """-A: every namespace; -n: that one; else the kubeconfig context's namespace, else default (as kubectl)."""
+    from kubenexus.live import context_namespace
+
     if args.all_namespaces:
         return None
-    if args.namespace:
-        return str(args.namespace)
-    from kubernetes import config
-
-    try:
-        _, context = config.list_kube_config_contexts(config_file=args.kubeconfig)
-    except config.ConfigException:
-        return "default"
-    return str((context.get("context") or {}).get("namespace") or "default")
+    return str(args.namespace) if args.namespace else context_namespace(args.kubeconfig)
 
 
 def run(args: argparse.Namespace) -> int:
     import time
 
-    from kube.client import new_api_client
+    from kubenexus.errors import CommandError
+    from kubenexus.live import connect, existing_namespace
 
+    folder = Path(args.file).absolute().parent
+    if not folder.is_dir():
+        raise CommandError(f"cannot write {args.file}: directory {folder} does not exist")
     namespace = _namespace(args)
-    found = gangs(*collect(new_api_client(args.kubeconfig, pool_size=2, retries=3), namespace))
-    draw(args.file, found, time.time(), f"namespace {namespace}" if namespace else "all namespaces")
+    api_client = connect(args.kubeconfig, pool_size=2)
+    if namespace is not None:
+        existing_namespace(api_client, namespace)
+    found = gangs(*collect(api_client, namespace))
+    try:
+        draw(args.file, found, time.time(), f"namespace {namespace}" if namespace else "all namespaces")
+    except OSError as exc:
+        raise CommandError(f"cannot write {args.file}: {exc.strerror}") from None
     members = sum(len(g.members) for g in found)
     print(f"{args.file}: {len(found)} gang(s), {members} member(s)")
     return 0

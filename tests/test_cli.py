@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import version
@@ -22,31 +20,14 @@ import yaml
 
 from kubenexus import cli
 from kubenexus.local_webhook import KUBENEXUS, free_port
+from tests.support.cli import ENV, kubenexus, one_line, unreachable_kubeconfig
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parent.parent
 SPARK = ROOT / "workloads" / "spark" / "examples"
 EXPLAIN = ["explain", "--pod", str(SPARK / "spark-pi-driver.yaml"), "--objects", str(SPARK / "spark-pi-objects.yaml")]
-# Runs share a bytecode cache outside the source tree (this environment may set PYTHONDONTWRITEBYTECODE).
-ENV = {name: value for name, value in os.environ.items()
-       if name not in ("PYTHONDONTWRITEBYTECODE", "KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
-ENV["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / f"kubenexus-tests-pycache-{os.getuid()}")
 HEAVY = ("cluster", "kubenexus.demo", "kubenexus.simulate", "kubenexus.doctor", "kubenexus.explain")
-
-
-def kubenexus(*args: str, env: dict[str, str] | None = None, stdin: str | None = None,
-              timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([KUBENEXUS, *args], capture_output=True, text=True, timeout=timeout, env=env or ENV,
-                          input=stdin)
-
-
-def one_line(done: subprocess.CompletedProcess[str], prefix: str, code: int) -> str:
-    """The error ``done`` printed: one line starting ``prefix``, no traceback, exit status ``code``."""
-    assert done.returncode == code, (done.returncode, done.stderr)
-    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
-    assert done.stderr.startswith(prefix), done.stderr
-    return done.stderr.strip()
 
 
 def test_version_is_the_installed_package_s() -> None:
@@ -54,22 +35,8 @@ def test_version_is_the_installed_package_s() -> None:
     assert (done.returncode, done.stdout) == (0, f"kubenexus {version('kubenexus-gang-admission')}\n")
 
 
-def _unreachable_kubeconfig(directory: Path) -> tuple[Path, int]:
-    """A kubeconfig naming an apiserver on a loopback port nothing listens on."""
-    port = free_port()
-    path = directory / "kubeconfig"
-    path.write_text(f"""apiVersion: v1
-kind: Config
-clusters: [{{name: c, cluster: {{server: "https://127.0.0.1:{port}", insecure-skip-tls-verify: true}}}}]
-users: [{{name: u, user: {{token: t}}}}]
-contexts: [{{name: c, context: {{cluster: c, user: u}}}}]
-current-context: c
-""")
-    return path, port
-
-
 def test_the_tracebacks_users_met_are_one_line_errors(tmp_path: Path) -> None:
-    kubeconfig, port = _unreachable_kubeconfig(tmp_path)
+    kubeconfig, port = unreachable_kubeconfig(tmp_path)
     home = tmp_path / "home"  # no ~/.kube/config, no KUBECONFIG, not in a pod
     home.mkdir()
     runs = {
@@ -78,11 +45,19 @@ def test_the_tracebacks_users_met_are_one_line_errors(tmp_path: Path) -> None:
         "controller": (["controller", "--kubeconfig", "/nonexistent"], ENV),
         "certs": (["certs", "ensure", "--kubeconfig", "/nonexistent"], ENV),
         "usage": (["cluster"], ENV),
+        "timeline stopped cluster": (["timeline", "--kubeconfig", str(kubeconfig), str(tmp_path / "t.html")], ENV),
+        "timeline missing folder": (["timeline", "--kubeconfig", str(kubeconfig), "/nonexistent/dir/t.html"], ENV),
+        "explain pod stopped cluster": (["explain", "pod", "spark-pi-driver", "--kubeconfig", str(kubeconfig)], ENV),
     }
     with ThreadPoolExecutor(max_workers=len(runs)) as pool:
         done = dict(zip(runs, pool.map(lambda run: kubenexus(*run[0], env=run[1]), runs.values()), strict=True))
-    line = one_line(done["unreachable"], f"kubenexus doctor: cannot reach the apiserver at https://127.0.0.1:{port}", 3)
-    assert "--kubeconfig" in line
+    stopped = (f"cannot reach the cluster at https://127.0.0.1:{port}: connection refused: is it running, and is "
+               "--kubeconfig (or KUBECONFIG) the right one?")
+    for command, run in (("doctor", "unreachable"), ("timeline", "timeline stopped cluster"),
+                         ("explain", "explain pod stopped cluster")):
+        assert one_line(done[run], "", 3) == f"kubenexus {command}: {stopped}"
+    assert one_line(done["timeline missing folder"], "", 2) == (
+        "kubenexus timeline: cannot write /nonexistent/dir/t.html: directory /nonexistent/dir does not exist")
     line = one_line(done["no kubeconfig"], "kubenexus doctor: no usable kubeconfig", 2)
     assert line.endswith("pass --kubeconfig FILE or set KUBECONFIG")
     one_line(done["controller"], "kubenexus controller: kubeconfig /nonexistent does not exist", 2)
@@ -105,7 +80,7 @@ def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
 def test_a_webhook_without_its_certificate_directory_fails_at_once(tmp_path: Path, mode: str) -> None:
     """The directory will never appear by itself (a mounted volume always exists; only a successful ``certs
     ensure`` creates one): fail in one line naming it and ``kubenexus certs generate``, not after two minutes."""
-    kubeconfig, _ = _unreachable_kubeconfig(tmp_path)
+    kubeconfig, _ = unreachable_kubeconfig(tmp_path)
     missing = tmp_path / "no-such-dir"
     config = tmp_path / "config.yaml"
     config.write_text(f"server: {{certDir: {missing}}}\ncerts: {{mode: {mode}}}\nkubeconfig: {kubeconfig}\n"

@@ -36,6 +36,7 @@ class Run:
     podgroups: list[dict[str, Any]]
     picture: Path
     kept: list[str]  # with --keep: the pods kubectl would list after the story, through the kubeconfig printed
+    workdir: Path  # the cluster's, where that kubeconfig was
 
 
 @pytest.fixture(scope="module")
@@ -54,10 +55,12 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
 
     out = io.StringIO()
     kept: list[str] = []
+    workdir: list[Path] = []
 
     def keep() -> threading.Event:
         """Instead of waiting for Ctrl-C: look at the kept cluster as the printed lines say, then stop it."""
         kubeconfig = out.getvalue().split("export KUBECONFIG=")[1].split()[0]
+        workdir.append(Path(kubeconfig).parent)
         api = config.new_client_from_config(kubeconfig)
         kept.extend(p.metadata.name for p in client.CoreV1Api(api).list_namespaced_pod(demo.NAMESPACE).items)
         api.close()
@@ -70,7 +73,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
         patch.setattr(demo, "stop_on_signal", keep)
         args = cli.parser().parse_args(["demo", "--seconds", "5", "--timeline", str(picture), "--keep"])
         code = args.func(args)
-    return Run(code, out.getvalue().splitlines(), seen["pods"], seen["podgroups"], picture, kept)
+    return Run(code, out.getvalue().splitlines(), seen["pods"], seen["podgroups"], picture, kept, workdir[0])
 
 
 def gang_of(pod: dict[str, Any]) -> str | None:
@@ -168,3 +171,10 @@ def test_keep_leaves_the_cluster_running_for_kubectl(run):
     running = {p["metadata"]["name"] for p in run.pods if (p.get("status") or {}).get("phase") == "Running"}
     assert running and running <= set(run.kept)
     assert "The cluster keeps running (Ctrl-C stops it). In another terminal:" in run.lines
+
+
+def test_nothing_is_left_behind_but_the_picture(run):
+    """Every run left its cluster's work folder (TLS keys, the service accounts' kubeconfigs) in the temp directory;
+    the picture, whose path it printed, is the user's."""
+    assert run.workdir.name.startswith("kubenexus-cluster-")
+    assert not run.workdir.exists() and run.picture.exists()

@@ -84,6 +84,6 @@ def test_a_missing_namespace_is_named_not_silently_decided_upon(capsys: pytest.C
     assert without["missing"] == [f"Namespace {namespace['metadata']['name']}"]
     from kubenexus.explain import _print_text
 
-    _print_text(without)
+    _print_text(without, False)
     assert capsys.readouterr().out.splitlines()[0].startswith(
         f"missing from the objects given: Namespace {namespace['metadata']['name']}: decided as if they did not exist")

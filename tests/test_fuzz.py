@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from tests.support.apiserver_rules import create_errors
 from tests.support.contract import CONTROLLER, GATE, GROUP, MIN, OWNER_UID, SIGS_GROUP, SIGS_MIN
+from tests.support.fuzz import json_values
 from tests.support.webhook import pod_request
 
 pytestmark = pytest.mark.e2e
@@ -66,9 +67,6 @@ def fuzz_objects(apiserver):
 
 # --- strategies ---------------------------------------------------------------------------
 
-scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20)
-json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
-                           | st.dictionaries(st.text(max_size=10), inner, max_size=4), max_leaves=12)
 TRICKY = ["", "g", "gang-1", "a b", "05", "0", "-1", "3", "²", "٣", "1" * 70, "x" * 64, "driver", "executor",
           "w", "later", "true", "false", "team/job", "a\n", "kubenexus-scheduler", "volcano", "node-1"]
 strings = st.sampled_from(TRICKY) | st.text(max_size=30)

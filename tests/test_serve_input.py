@@ -1,4 +1,5 @@
-"""``kubenexus cluster serve`` refuses bad input before it starts anything: one line on stderr, exit status 2."""
+"""``kubenexus cluster serve`` and ``demo`` refuse bad input before they start anything: one line on stderr, exit
+status 2."""
 
 from __future__ import annotations
 
@@ -21,3 +22,14 @@ def test_bad_input_is_refused_before_starting(args: list[str], wrong: str, capsy
     out, err = capsys.readouterr()
     assert exit_.value.code == 2 and wrong in err, err
     assert "Traceback" not in err and not out
+
+
+@pytest.mark.parametrize("seconds", ["-3", "0", "soon", "nan", "inf"])
+def test_demo_refuses_seconds_that_are_not_a_positive_number(seconds: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--seconds -3`` printed the canned story over 0 pods."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["demo", "--seconds", seconds])
+    out, err = capsys.readouterr()
+    assert exit_.value.code == 2 and not out
+    assert err == (f"kubenexus demo: argument --seconds: {seconds!r} is not a positive number of seconds (see "
+                   "kubenexus demo --help)\n")

@@ -16,6 +16,7 @@ from kubernetes import client, config
 from cluster.local import LocalCluster
 from gang import keys
 from kubenexus import cli
+from tests.support.cli import kubenexus, one_line
 
 pytestmark = pytest.mark.e2e
 
@@ -78,3 +79,12 @@ def test_every_namespace_and_the_contexts_default(cluster, tmp_path):
     _, default = timeline(cluster, tmp_path / "default.html")
     assert default == {"eval": ["eval-0"]}
     assert "waiting" in (tmp_path / "default.html").read_text()
+
+
+def test_a_namespace_that_does_not_exist_is_said_not_drawn_empty(cluster, tmp_path):
+    """It drew "0 gang(s)" and exited 0: as if the namespace had no gangs."""
+    out = tmp_path / "none.html"
+    done = kubenexus("timeline", "--kubeconfig", cluster.kubeconfig, "-n", "nosuchns", str(out))
+    assert one_line(done, "", 2) == "kubenexus timeline: namespace nosuchns does not exist (kubectl get namespaces " \
+                                    "lists them)"
+    assert not out.exists() and done.stdout == ""
