@@ -82,7 +82,7 @@ def output(scenario: str, now: str = NOW) -> dict[str, Any]:
 def simulate(scenario: str, now: str = NOW) -> dict[str, dict[str, Any]]:
     """The gangs ``kubenexus simulate -o json`` reports, by name (names are unique within each scenario)."""
     result = output(scenario, now)
-    assert set(result) == {"submitted", "gangs", "ungated", "deleted", "podgroups", "missing"}
+    assert set(result) == {"submitted", "gangs", "ungated", "deleted", "podgroups"}
     gangs = {gang["name"]: gang for gang in result["gangs"]}
     assert len(gangs) == len(result["gangs"])
     for gang in result["gangs"]:
@@ -708,17 +708,6 @@ def test_a_root_an_unresolved_pod_needs_and_the_snapshot_lacks_is_named(tmp_path
     assert done.stderr.startswith(f"kubenexus simulate: {tmp_path / 'unresolved.yaml'}: Job reports/monthly-rollup "
                                   "is not in the snapshot, and deciding pod reports/monthly-rollup-"), done.stderr
     assert done.stderr.endswith(" again (unresolved) reads it: add it (kubectl get jobs -A -o yaml)\n"), done.stderr
-
-
-def test_gangs_decided_without_their_roots_name_them() -> None:
-    """Their kubenexus.io/ annotations (schedule timeout, best effort, topology) are read from the roots: a snapshot
-    of nodes and pods alone decides without them, and says so."""
-    assert output("gpu.yaml")["missing"] == ["PyTorchJob ml/llama", "PyTorchJob ml/resnet", "PyTorchJob ml/vit"]
-    assert run_cli(str(SCENARIOS / "gpu.yaml"), "--now", NOW).stdout.splitlines()[-1] == (
-        "decided without PyTorchJob ml/llama, PyTorchJob ml/resnet, PyTorchJob ml/vit (not in the snapshot): their "
-        "kubenexus.io/ annotations (schedule timeout, best effort, topology) are not applied; add them (kubectl get "
-        "pytorchjob -A -o yaml)")
-    assert output("unresolved.yaml")["missing"] == output("submit.yaml")["missing"] == []
 
 
 # --- each gang's PodGroup ------------------------------------------------------------------------------------------
