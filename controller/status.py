@@ -202,6 +202,8 @@ def phase_of(decision: GangDecision, counts: Counts, min_member: int, facts: Fac
         if decision.cause == Cause.MEMBERS:
             return Phase.PENDING
         return Phase.PREEMPTING if decision.cause == Cause.PREEMPTING else Phase.WAITING
+    if facts.preempted is not None and not counts.present:  # its members deleted: its operator recreates them
+        return Phase.PENDING
     if counts.succeeded >= min_member and not counts.running:
         return Phase.SUCCEEDED
     if counts.failed and counts.present < min_member and not facts.replacing:
@@ -237,7 +239,7 @@ def waiting_for(decision: GangDecision, phase: Phase, counts: Counts, needed: in
     if phase is Phase.NOT_CERTIFIABLE:
         return "not certifiable"
     if phase is Phase.PENDING:
-        if decision.decision is Verdict.EVICT:
+        if decision.decision in (Verdict.EVICT, Verdict.RUNNING):  # evicted or preempted whole
             return "recreated members"
         return _plural(max(needed - counts.present, 1), "member")
     if decision.cause == Cause.NO_SCHEDULER:
@@ -266,9 +268,12 @@ def waiting_for(decision: GangDecision, phase: Phase, counts: Counts, needed: in
     return ""
 
 
-def _reason(decision: GangDecision, phase: Phase, counts: Counts, min_member: int) -> str:
+def _reason(decision: GangDecision, phase: Phase, counts: Counts, min_member: int, preempted: str | None) -> str:
     if decision.decision is not Verdict.RUNNING and decision.reason:
         return decision.reason
+    if phase is Phase.PENDING and preempted is not None:
+        return (f"{preempted}: its members are deleted; its operator recreates them, and they wait for room as a "
+                "gang again")
     if decision.decision is Verdict.RUNNING and decision.reason and decision.reason != "released":
         return decision.reason  # replacements waiting for room, with numbers
     if phase is Phase.SUCCEEDED:
@@ -385,7 +390,7 @@ def desired(decision: GangDecision, members: list[PodView], facts: Facts, now: f
     late = sum(1 for p in kept if gang is not None and gang.late(p) and (p.live or (p.terminal and not p.failed)))
     counts = count(members, facts, max(len(expected) - late, 0))
     phase = phase_of(decision, counts, min_member, facts)
-    reason = _reason(decision, phase, counts, min_member)
+    reason = _reason(decision, phase, counts, min_member, facts.preempted)
     requested = {resource for p in kept if p.gated for resource in p.usage} | \
         {resource for e in expected for resource in e.usage}
     needed = gang.needed if gang else min_member

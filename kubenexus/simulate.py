@@ -186,6 +186,8 @@ def simulate_podgroups(objects: list[Obj], config: Config, now: float) -> tuple[
     for obj in objects:
         if obj.get("kind") == "Node":
             _parse(obj, functools.partial(state.upsert_node, obj))
+        elif obj.get("kind") == "PodDisruptionBudget":
+            state.upsert_budget(obj)
     for obj in objects:
         if obj.get("kind") != "Pod":
             continue
@@ -231,7 +233,13 @@ def report(cycle: Cycle, ungated: list[Obj], podgroups: list[Obj] | None = None,
     deleted = [{"namespace": e.key[0], "gang": e.key[1], "whole_gang": e.whole_gang, "reason": e.reason,
                 "message": e.message, "pods": sorted(p.name for p in e.pods)}
                for e in sorted(cycle.evictions, key=lambda e: (e.key[0], e.key[1]))]
-    result: Obj = {"submitted": submitted or [], "gangs": gangs, "ungated": ungated, "deleted": deleted}
+    preempted = [{"namespace": p.key[0], "gang": p.key[1], "round": p.round,
+                  "victims": [{"kind": "Gang" if u.gang else "Pod", "namespace": u.pods[0].namespace,
+                               "name": u.gang[1] if u.gang else u.pods[0].name, "priority": u.priority,
+                               "pods": sorted(pod.name for pod in u.pods)} for u in p.victims]}
+                 for p in sorted(cycle.preemptions, key=lambda p: (p.key[0], p.key[1]))]
+    result: Obj = {"submitted": submitted or [], "gangs": gangs, "ungated": ungated, "deleted": deleted,
+                   "preempted": preempted}
     if podgroups is not None:
         result["podgroups"] = sorted(podgroups, key=lambda g: (g["metadata"]["namespace"], g["metadata"]["name"]))
     return result
@@ -281,6 +289,11 @@ def _text(result: Obj) -> str:
         why = "" if eviction["whole_gang"] else f" — {eviction['message']}"
         lines.append(f"{eviction['namespace']}/{eviction['gang']}: deletes {what} {', '.join(eviction['pods'])} "
                      f"({eviction['reason']}){why}")
+    for preempting in result["preempted"]:
+        for victim in preempting["victims"]:
+            lines.append(f"{preempting['namespace']}/{preempting['gang']}: preempts {victim['kind'].lower()} "
+                         f"{victim['namespace']}/{victim['name']} (priority {victim['priority']}): "
+                         f"{', '.join(victim['pods'])}")
     return "\n".join(lines) if lines else "no gang members in the snapshot"
 
 

@@ -410,6 +410,25 @@ def scenario(cluster: LocalCluster, kube: Kube, workdir: Path, tls: Any, result:
         client.CoordinationV1Api(kube.api_client).read_namespaced_lease(
             "kubenexus-controller", NAMESPACE).spec.holder_identity), TIMEOUT, "the Lease naming the new leader")
 
+    # --- preemption: a gang of higher priority needs a whole node; the priority-0 pods there are its victims (each
+    # marked DisruptionTarget through pods/status, then deleted) ---
+    client.SchedulingV1Api(kube.api_client).create_priority_class(
+        {"metadata": {"name": "urgent"}, "value": 1000})
+    node = wait_for(lambda: next((p["spec"]["nodeName"] for p in kube.pods(ns) if p["spec"].get("nodeName")
+                                  and not p["metadata"].get("deletionTimestamp")), None), TIMEOUT, "a bound pod")
+    urgent = pytorchjob("urgent", OPTED_IN)
+    master = urgent["spec"]["pytorchReplicaSpecs"].pop("Master")
+    urgent["spec"]["pytorchReplicaSpecs"] = {"Master": master}
+    master["template"]["spec"].update(priorityClassName="urgent", nodeSelector={"kubernetes.io/hostname": node})
+    master["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "8"  # the whole node
+    kube.create(ns, urgent)
+
+    def disrupted() -> list[str]:
+        return [p["metadata"]["name"] for p in kube.pods(ns) if any(
+            c.get("type") == "DisruptionTarget" for c in (p.get("status") or {}).get("conditions") or [])]
+
+    checks["preempted"] = wait_for(disrupted, TIMEOUT, "pods on the node marked DisruptionTarget")
+
     # everything the roles grant has been used by now, or soon (the controller reads roots as gangs wait)
     deadline = time.monotonic() + TIMEOUT
     while unused_units(result, cluster) and time.monotonic() < deadline:
@@ -428,6 +447,7 @@ def test_the_scenario_exercised_the_components(run: Run) -> None:
     assert run.checks["escaped"], "the escaped LWS worker was deleted"
     assert run.checks["event count"] == 2
     assert run.checks["lease holder"], "the standby took the Lease over"
+    assert run.checks["preempted"], "a gang of higher priority preempted pods"
     assert run.checks["podgroup spec restored"] == 3, "the PyTorchJob's master and 2 workers"
     for user in (WEBHOOK, CONTROLLER):
         assert len(run.records[user]) > 50, f"{user} made only {len(run.records[user])} requests"

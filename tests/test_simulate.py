@@ -42,7 +42,7 @@ RUNS = [
     ("priority.yaml", NOW), ("never-fits.yaml", "2026-11-22T09:05:00Z"), ("starvation.yaml", "2026-11-22T09:02:00Z"),
     ("starvation.yaml", "2026-11-22T09:06:00Z"), ("unbound.yaml", NOW), ("nominated.yaml", NOW),
     ("certifiable.yaml", NOW), ("anti-affinity.yaml", NOW), ("waiting.yaml", NOW), ("unresolved.yaml", NOW),
-    ("stranded.yaml", NOW), ("submit.yaml", NOW),
+    ("stranded.yaml", NOW), ("submit.yaml", NOW), ("preemption.yaml", NOW),
 ]
 
 
@@ -82,7 +82,7 @@ def output(scenario: str, now: str = NOW) -> dict[str, Any]:
 def simulate(scenario: str, now: str = NOW) -> dict[str, dict[str, Any]]:
     """The gangs ``kubenexus simulate -o json`` reports, by name (names are unique within each scenario)."""
     result = output(scenario, now)
-    assert set(result) == {"submitted", "gangs", "ungated", "deleted", "podgroups"}
+    assert set(result) == {"submitted", "gangs", "ungated", "deleted", "preempted", "podgroups"}
     gangs = {gang["name"]: gang for gang in result["gangs"]}
     assert len(gangs) == len(result["gangs"])
     for gang in result["gangs"]:
@@ -452,6 +452,60 @@ def test_priority_before_age():
     check_plan(gangs["prod-early"]["plan"], demand(gangs["prod-early"]["released"], R(cpu=7000, mem=24 * GI)), free)
     for job in ("prod-late", "nightly"):
         assert_held(gangs[job], "wait", "the most free is 900m cpu")
+
+
+def _cpu(quantity: str) -> int:
+    return int(quantity[:-1]) if quantity.endswith("m") else int(float(quantity) * 1000)
+
+
+def _fits_without(scenario: str, gang: str, victims: set[str]) -> bool:
+    """Whether every member of ``gang`` (one per node at most, as each takes most of a node) finds a node whose free
+    cpu, with the pods named in ``victims`` gone, covers its request: the test's own check, from the snapshot."""
+    pods = [o for o in objects(scenario) if o["kind"] == "Pod"]
+    free = {o["metadata"]["name"]: _cpu(o["status"]["allocatable"]["cpu"]) for o in objects(scenario)
+            if o["kind"] == "Node"}
+    def cpu(pod: dict[str, Any]) -> int:
+        return sum(_cpu(c["resources"]["requests"]["cpu"]) for c in pod["spec"]["containers"])
+
+    for pod in pods:
+        if pod["spec"].get("nodeName") and pod["metadata"]["name"] not in victims:
+            free[pod["spec"]["nodeName"]] -= cpu(pod)
+    wanted = sorted((cpu(p) for p in pods if p["metadata"]["name"] in members(scenario, gang)), reverse=True)
+    return all(need <= room for need, room in zip(wanted, sorted(free.values(), reverse=True), strict=False)) and \
+        len(wanted) <= len(free)
+
+
+def test_a_gang_of_higher_priority_preempts_a_lower_gang_whole_and_nothing_more():
+    result = output("preemption.yaml")
+    gangs = {gang["name"]: gang for gang in result["gangs"]}
+    assert_held(gangs["prod"], "wait", "preempting 1 unit(s) of lower priority", "gang ml/nightly")
+    nightly = set(members("preemption.yaml", "nightly"))
+    notebook = {"notebook-7d9f8-x2k4q"}  # priority 100 as well, below prod's 100000: a candidate, not needed
+    [preempting] = result["preempted"]
+    assert (preempting["namespace"], preempting["gang"]) == ("ml", "prod")
+    [victim] = preempting["victims"]
+    assert (victim["kind"], victim["name"], victim["priority"]) == ("Gang", "nightly", 100)
+    assert set(victim["pods"]) == nightly
+    # The test's own arithmetic: the gang fits with nightly gone, not without, and the notebook alone does not help.
+    assert _fits_without("preemption.yaml", "prod", nightly)
+    assert not _fits_without("preemption.yaml", "prod", set())
+    assert not _fits_without("preemption.yaml", "prod", notebook)
+    groups = {g["metadata"]["name"]: g["status"] for g in result["podgroups"]}
+    assert groups["prod"]["phase"] == "Preempting" and groups["prod"]["waitingFor"] == "preempted pods to go"
+    assert groups["prod"]["preemption"]["victims"] == [
+        {"kind": "Gang", "namespace": "ml", "name": "nightly", "priority": 100, "pods": len(nightly)}]
+    assert groups["nightly"]["phase"] == "Pending" and groups["nightly"]["waitingFor"] == "recreated members"
+    preempted = {c["type"]: c for c in groups["nightly"]["conditions"]}["Preempted"]
+    assert preempted["status"] == "True" and "ml/prod (priority 100000)" in preempted["message"]
+
+
+def test_preemption_off_leaves_the_lower_gang_running(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("controller:\n  preemption: false\n")
+    result = _json_run("preemption.yaml", NOW, "--config", str(config))
+    gangs = {gang["name"]: gang for gang in result["gangs"]}
+    assert result["preempted"] == [] and gangs["nightly"]["decision"] == "running"
+    assert_held(gangs["prod"], "wait", "the most free is 1900m cpu")
 
 
 def test_never_fits_does_not_block_a_later_gang():
