@@ -45,7 +45,7 @@ from controller.fitting import Fitting
 from controller.integrity import Integrity, Stuck, StuckReason
 from controller.members import Expected, GangKey, PodView
 from controller.planner import PlanResult, check_placement
-from controller.preemption import Futile, InFlight, Preemption, Unit, Victims
+from controller.preemption import Futile, InFlight, Preemption, Unit, Victims, named
 from controller.problem import Member, NodeFree
 from controller.rooms import Rooms, shape_of
 from controller.roots import Unknown
@@ -576,6 +576,8 @@ class Engine:
         result.short = max(len(members) - found.placed_max, 0)
         if self.preemption.may(gang) and self._preempt(gang, members, request, held, result, now):
             return self._hold(gang, result, placed, now, evictions)
+        if self.preemption.declined(gang):
+            result.reason += "; its preemptionPolicy is Never: it waits for room, preempting nothing"
         if result.waited >= self.config.starvation_seconds:
             shadow = result.shadow = self.backfill.shadow(gang.key, members, claims, held, request, roles)
             result.reason += (f"; waiting longer than {self.config.starvation_seconds:g}s: capacity is held for it "
@@ -599,9 +601,8 @@ class Engine:
             return True
         self._evict_victims(gang, found, members, now)
         flight = result.preemption = self.preemption.inflight[gang.key]
-        pods, gangs = len(found.pods), sum(1 for u in found.units if u.gang is not None)
-        result.reason = (f"preempting {len(found.units)} unit(s) of lower priority ({gangs} gang(s), {pods} pod(s): "
-                         f"{', '.join(u.name for u in found.units[:3])}{', ...' if len(found.units) > 3 else ''}) "
+        result.reason = (f"preempting {len(found.units)} unit(s) of lower priority, {len(found.pods)} pod(s) in all "
+                         f"({named(found.units)}) "
                          f"to place its {len(members)} members on {len(set(found.placement.values()))} node(s) "
                          f"(round {flight.round}); it is released once they are gone")
         return True
@@ -614,6 +615,7 @@ class Engine:
         for unit in victims.units:
             if unit.gang is not None:
                 self._forget(unit.gang)
+                self.state.whole.discard(unit.gang)  # its run is over: recreated members start whole again
                 self.state.preempted[unit.gang] = (note, now)
         self.state.mark_evicted(victims.pods)
         self._preemptions.append(Preempting(gang.key, gang.owner, gang.sample, victims.units,

@@ -89,6 +89,12 @@ def unit_of(pods: Sequence[PodView], gang: GangKey | None, violations: int, char
                 freed)
 
 
+def named(units: Sequence[Unit], limit: int = 3) -> str:
+    """The units as events and reasons name them: ``gang ml/nightly (priority 100, 2 pods), pod ml/x (priority 0)``."""
+    shown = [f"{u.name} (priority {u.priority}" + (f", {len(u.pods)} pods)" if u.gang else ")") for u in units[:limit]]
+    return ", ".join(shown) + (", ..." if len(units) > limit else "")
+
+
 def need_per_node(members: Sequence[Member], placement: Mapping[str, str]) -> dict[str, Resources]:
     """What the placement puts on each node (requests and one pod slot each)."""
     need: dict[str, Resources] = {}
@@ -212,6 +218,12 @@ class Preemption:
         flight = self.inflight.get(gang.key)
         return (self.enabled and lowest is not None and lowest < gang.priority
                 and all(p.preempts for p in gang.live) and (flight is None or flight.round < MAX_ROUNDS))
+
+    def declined(self, gang: Gang) -> bool:
+        """The gang could preempt something of lower priority but its members say ``preemptionPolicy: Never``."""
+        lowest = self.state.lowest_priority()
+        return (self.enabled and lowest is not None and lowest < gang.priority
+                and not all(p.preempts for p in gang.live))
 
     def find(self, gang: Gang, members: list[Member], request: Request, held: HeldRoom) -> Victims | Futile | str:
         """The victims that let the whole gang fit, ``Futile`` when none would, or why it waits instead (pods

@@ -40,6 +40,7 @@ from controller.metrics import Metrics, new_metrics
 from controller.owners import Step, resolve, root_exists, root_reference
 from controller.patcher import Patcher
 from controller.podgroups import PodGroupWriter
+from controller.preemption import named
 from controller.state import ClusterState
 from controller.status import Tracker
 from gang.adapters.table import RootResource
@@ -380,8 +381,8 @@ class Controller:
             self.metrics.preemptions.inc()
             key, victims = preempting.key, preempting.victims
             pods = sum(len(unit.pods) for unit in victims)
-            named = ", ".join(unit.name for unit in victims[:5]) + (", ..." if len(victims) > 5 else "")
-            note = (f"gang {key[1]} preempts {len(victims)} unit(s) of lower priority ({pods} pod(s): {named}) to "
+            note = (f"gang {key[1]} preempts {len(victims)} unit(s) of lower priority, {pods} pod(s) in all "
+                    f"({named(victims, 5)}) to "
                     f"place its {preempting.members} members on {preempting.nodes} node(s) (round {preempting.round})")
             log.warning("GangPreempting %s/%s: %s", key[0], key[1], note)
             if (root := root_reference(preempting.sample)) is not None:

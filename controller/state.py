@@ -378,7 +378,8 @@ class ClusterState:
                 self._bound_live[pod.gang] += 1
                 if pod.running:  # bound is not enough: a kubelet may still reject it
                     self._running_live[pod.gang] += 1
-                    if pod.min_available and self._running_live[pod.gang] >= pod.min_available:
+                    if pod.min_available and self._running_live[pod.gang] >= pod.min_available \
+                            and not pod.disrupted and pod.uid not in self.evicted:  # a victim's update: its run ends
                         self.whole.add(pod.gang)
         if _in_flight(pod, self.pending):
             self.in_flight[pod.uid] = pod

@@ -122,7 +122,8 @@ def test_a_gang_preempts_a_lower_priority_gang_whole_and_starts_once_it_is_gone(
     decision = gang_decision(cycle, "high")
     assert decision.decision == Verdict.WAIT and decision.cause == Cause.PREEMPTING, decision.reason
     assert evicted(cycle) == ["low-0", "low-1", "low-2", "low-3"], "all of it, never some"
-    assert "preempting 1 unit(s) of lower priority (1 gang(s), 4 pod(s): gang ml/low)" in decision.reason
+    assert ("preempting 1 unit(s) of lower priority, 4 pod(s) in all (gang ml/low (priority 1, 4 pods))"
+            in decision.reason)
     again = engine.cycle(T0 + 2)
     assert not again.preemptions and gang_decision(again, "high").cause == Cause.PREEMPTING, "no second round"
     for i in range(4):
@@ -130,6 +131,33 @@ def test_a_gang_preempts_a_lower_priority_gang_whole_and_starts_once_it_is_gone(
     released = engine.cycle(T0 + 4)
     assert gang_decision(released, "high").decision == Verdict.RELEASE
     assert sorted(r.pod.name for r in released.releases) == ["high-0", "high-1"]
+
+
+def test_a_preempted_gang_starts_whole_again_and_is_told_until_then() -> None:
+    # As above, plus n2 of 4 cpu with 2 cpu taken by a pod of priority 20 (no victim): once high holds n0 and n1,
+    # n2 has room for one of low's recreated members. They are a new start, not replacements in a running gang:
+    # none is released until all four fit, and low's PodGroup keeps naming its preemptor meanwhile.
+    low = [member(f"low-{i}", "low", 4, "2", 1, where=f"n{i // 2}") for i in range(4)]
+    high = [member(f"high-{i}", "high", 2, "4", 10) for i in range(2)]
+    state, engine = world(3, busy("keep", "n2", "2", 20), *low, *high)
+    assert ("ml", "low", "root-low") in state.whole
+    assert evicted(engine.cycle(T0 + 1)) == ["low-0", "low-1", "low-2", "low-3"]
+    for obj in low:  # the DisruptionTarget patch comes back through the watch before the deletion
+        obj["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True",
+                                        "reason": "PreemptionByGangAdmission"}]
+        state.upsert_pod(obj, T0 + 1.5)
+    recreated = [member(f"low-new-{i}", "low", 4, "2", 1) for i in range(4)]
+    for obj in recreated[:2]:  # the operator's first replacements arrive while the victims still terminate
+        state.upsert_pod(obj, T0 + 2)
+    engine.cycle(T0 + 2)
+    for i in range(4):
+        state.delete_pod(f"uid-low-{i}", T0 + 3)
+    for obj in recreated[2:]:
+        state.upsert_pod(obj, T0 + 3)
+    cycle = engine.cycle(T0 + 4)
+    assert sorted(r.pod.name for r in cycle.releases) == ["high-0", "high-1"]
+    assert gang_decision(cycle, "low").decision == Verdict.WAIT, gang_decision(cycle, "low").reason
+    assert "preempted by gang ml/high (priority 10)" in state.preempted[("ml", "low", "root-low")][0]
 
 
 def test_only_what_helps_single_pods_of_the_lowest_priority_first() -> None:
@@ -159,7 +187,9 @@ def test_no_preemption_for_equal_priority_never_or_when_off(case: str) -> None:
     objects = [busy("victim", "n0", "4", victim_priority), member("high-0", "high", 1, "4", 10, **spec)]
     state, engine = world(1, *objects, preemption=case != "preemption off")
     cycle = engine.cycle(T0 + 1)
-    assert not cycle.preemptions and gang_decision(cycle, "high").decision == Verdict.WAIT
+    decision = gang_decision(cycle, "high")
+    assert not cycle.preemptions and decision.decision == Verdict.WAIT
+    assert ("its preemptionPolicy is Never" in decision.reason) == (case == "preemptionPolicy Never"), decision.reason
 
 
 def test_daemonset_static_and_terminating_pods_are_never_victims() -> None:

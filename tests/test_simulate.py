@@ -478,7 +478,8 @@ def _fits_without(scenario: str, gang: str, victims: set[str]) -> bool:
 def test_a_gang_of_higher_priority_preempts_a_lower_gang_whole_and_nothing_more():
     result = output("preemption.yaml")
     gangs = {gang["name"]: gang for gang in result["gangs"]}
-    assert_held(gangs["prod"], "wait", "preempting 1 unit(s) of lower priority", "gang ml/nightly")
+    assert_held(gangs["prod"], "wait", "preempting 1 unit(s) of lower priority, 2 pod(s) in all",
+                "gang ml/nightly (priority 100, 2 pods)")
     nightly = set(members("preemption.yaml", "nightly"))
     notebook = {"notebook-7d9f8-x2k4q"}  # priority 100 as well, below prod's 100000: a candidate, not needed
     [preempting] = result["preempted"]
