@@ -17,8 +17,11 @@ BEST_EFFORT = PREFIX + "best-effort-placement"
 # (preferred: any placement rather than waiting). Nodes without the label are in no domain.
 TOPOLOGY_REQUIRED = PREFIX + "topology-required"
 TOPOLOGY_PREFERRED = PREFIX + "topology-preferred"
+# The Queue (scheduling.kubenexus.io/v1alpha1, cluster-scoped) a root's gang belongs to; without it, the one Queue
+# whose namespaceSelector matches the gang's namespace (controller/queues.py).
+QUEUE = PREFIX + "queue"
 ROOT_ANNOTATIONS = (GANG_SCHEDULING, MIN_AVAILABLE, GROUP_NAME, SCHEDULE_TIMEOUT_SECONDS, BEST_EFFORT,
-                    TOPOLOGY_REQUIRED, TOPOLOGY_PREFERRED)
+                    TOPOLOGY_REQUIRED, TOPOLOGY_PREFERRED, QUEUE)
 # Per role, on kinds whose members have roles: ``kubenexus.io/topology-required.<role>: <node label key>``, the
 # members of that role (present and expected) in one domain, the others anywhere.
 TOPOLOGY_REQUIRED_ROLE_PREFIX = TOPOLOGY_REQUIRED + "."

@@ -20,11 +20,17 @@ def is_label_value(value: str) -> bool:
     return len(value) <= MAX_LABEL_VALUE and bool(_LABEL_VALUE.fullmatch(value))  # $ also matches before \n
 
 
+def is_dns_subdomain(value: str) -> bool:
+    """True when the apiserver accepts ``value`` as the name of most objects (a Queue's, for one): at most 253
+    characters, dot-separated lowercase DNS-1123 labels."""
+    return len(value) <= 253 and all(DNS1123_LABEL.fullmatch(part) for part in value.split("."))
+
+
 def is_label_key(key: str) -> bool:
     """True when the apiserver accepts ``key`` as a label key: an optional DNS-subdomain prefix and ``/``, then a
     name of at most 63 characters of [A-Za-z0-9._-], starting and ending alphanumeric."""
     prefix, slash, name = key.rpartition("/")
-    if slash and not (len(prefix) <= 253 and all(DNS1123_LABEL.fullmatch(part) for part in prefix.split("."))):
+    if slash and not is_dns_subdomain(prefix):
         return False
     return bool(name) and is_label_value(name)
 

@@ -24,7 +24,7 @@ from gang.adapters.base import WorkloadAdapter
 from gang.adapters.table import adapter_for
 from gang.config import Config
 from gang.kinds import POD_GROUP
-from gang.names import is_label_key, is_label_value
+from gang.names import is_dns_subdomain, is_label_key, is_label_value
 from gang.objects import Deadline, LookupFailed, Obj, ObjectSource
 
 
@@ -248,9 +248,7 @@ def check_root(obj: Obj, old: Obj | None, api_version: str, kind: str) -> str | 
             if denial:
                 return f"{where}[{key}]: {denial}"
         elif key not in keys.ROOT_ANNOTATIONS:
-            close = difflib.get_close_matches(key, keys.ROOT_ANNOTATIONS, n=1)
-            hint = f"; did you mean {close[0]}?" if close else f"; known: {', '.join(keys.ROOT_ANNOTATIONS)}"
-            return f"{where}[{key}]: unknown KubeNexus annotation{hint}"
+            return f"{where}[{key}]: unknown KubeNexus annotation; {_did_you_mean(key, keys.ROOT_ANNOTATIONS)}"
     value = annotations.get(keys.GANG_SCHEDULING)
     if value is not None and value not in (keys.ROOT_OPT_IN, keys.ROOT_OPT_OUT):
         return f'{where}[{keys.GANG_SCHEDULING}]: {value!r} must be "true" or "false"'
@@ -277,6 +275,10 @@ def check_root(obj: Obj, old: Obj | None, api_version: str, kind: str) -> str | 
                     "characters of [A-Za-z0-9._-], starting and ending alphanumeric)")
     if keys.TOPOLOGY_REQUIRED in annotations and keys.TOPOLOGY_PREFERRED in annotations:
         return f"{where}: set one of {keys.TOPOLOGY_REQUIRED} and {keys.TOPOLOGY_PREFERRED}, not both"
+    value = annotations.get(keys.QUEUE)
+    if value is not None and not (isinstance(value, str) and value and is_dns_subdomain(value)):
+        return (f"{where}[{keys.QUEUE}]: {value!r} is not a Queue name (lowercase letters, digits, '-' and '.', at "
+                "most 253 characters, starting and ending alphanumeric)")
     return None
 
 
@@ -293,8 +295,11 @@ def check_namespace_label(namespace: Obj) -> str | None:
 
 
 def _did_you_mean(key: str, known: tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(key, known, n=1)
-    return f"did you mean {close[0]}?" if close else f"known: {', '.join(known)}"
+    """The known key closest to ``key``, compared without the prefix they share (``kubenexus.io/``), which would
+    otherwise make any two keys look alike."""
+    bare = {k.removeprefix(keys.PREFIX): k for k in known}
+    close = difflib.get_close_matches(key.removeprefix(keys.PREFIX), list(bare), n=1)
+    return f"did you mean {bare[close[0]]}?" if close else f"known: {', '.join(known)}"
 
 
 def namespace_warnings(namespace: Obj) -> list[str]:

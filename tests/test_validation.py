@@ -242,7 +242,8 @@ def root_request(obj, operation="CREATE", old=None):
 
 def valid_annotations(size):
     return {"kubenexus.io/gang-scheduling": "true", "kubenexus.io/min-available": str(size),
-            "kubenexus.io/group-name": "my.gang-1", "kubenexus.io/schedule-timeout-seconds": "300"}
+            "kubenexus.io/group-name": "my.gang-1", "kubenexus.io/schedule-timeout-seconds": "300",
+            "kubenexus.io/queue": "team-a.research"}
 
 
 @pytest.mark.parametrize("kind", ROOTS)
@@ -268,6 +269,9 @@ BAD_ROOT_ANNOTATIONS = [
     ("kubenexus.io/group-name", "x" * 64),
     ("kubenexus.io/topology-required", "not a label key"),
     ("kubenexus.io/topology-preferred", ""),
+    ("kubenexus.io/queue", "Team-A"),
+    ("kubenexus.io/queue", ""),
+    ("kubenexus.io/queue", "team_a"),
 ]
 
 
