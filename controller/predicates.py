@@ -19,7 +19,6 @@ names them so that the caller can hold the gang.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -27,6 +26,7 @@ from typing import Any, Protocol
 
 from controller.capacity import allocatable, requests_of
 from gang import keys
+from gang.selectors import int64, label_matches, label_requirement
 
 __all__ = [
     "ANY_HOST_IP",
@@ -74,20 +74,11 @@ NOT_READY = "node(s) were not ready"
 AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
 
 _FILTERED_EFFECTS = ("NoSchedule", "NoExecute")  # TaintToleration ignores PreferNoSchedule (a score)
-_INT64 = re.compile(r"[+-]?[0-9]+")
 _SET_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 # The taints NodeUnschedulable and the node lifecycle controller put on a node, as the filters check them.
 _UNSCHEDULABLE_TAINT = {"key": TAINT_UNSCHEDULABLE, "effect": "NoSchedule"}
 _NOT_READY_TAINT = {"key": TAINT_NOT_READY, "effect": "NoSchedule"}
 _UNREACHABLE_TAINT = {"key": TAINT_UNREACHABLE, "effect": "NoSchedule"}
-
-
-def _int64(text: Any) -> int | None:
-    """Go's strconv.ParseInt(s, 10, 64): optional sign, decimal digits, nothing else, in range."""
-    if not isinstance(text, str) or not _INT64.fullmatch(text):
-        return None
-    value = int(text)
-    return value if -(2**63) <= value < 2**63 else None
 
 
 # --- What the filters read: the pod and the node ----------------------------------------------
@@ -193,7 +184,7 @@ def tolerates(toleration: Obj, taint: Obj) -> bool:
     if operator == "Exists":
         return True
     if operator in ("Lt", "Gt"):
-        bound, actual = _int64(toleration.get("value")), _int64(taint.get("value"))
+        bound, actual = int64(toleration.get("value")), int64(taint.get("value"))
         if bound is None or actual is None:
             return False
         return actual < bound if operator == "Lt" else actual > bound
@@ -269,21 +260,6 @@ class _Term:
     valid: bool = True
 
 
-def _label_requirement(expr: Obj) -> tuple[str, str, tuple[str, ...]] | None:
-    """labels.NewRequirement's checks: value counts per operator and int64 values for Gt/Lt."""
-    key, operator = expr.get("key") or "", expr.get("operator") or ""
-    values = tuple(str(v) for v in expr.get("values") or ())
-    if operator in ("In", "NotIn"):
-        ok = len(values) > 0
-    elif operator in ("Exists", "DoesNotExist"):
-        ok = len(values) == 0
-    elif operator in ("Gt", "Lt"):
-        ok = len(values) == 1 and _int64(values[0]) is not None
-    else:
-        ok = False
-    return (key, operator, values) if ok and key else None
-
-
 def _parse_term(term: Obj) -> _Term | None:
     """None for an empty term: it selects no nodes and is skipped (nodeaffinity.isEmptyNodeSelectorTerm)."""
     expressions, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
@@ -291,7 +267,7 @@ def _parse_term(term: Obj) -> _Term | None:
         return None
     labels = []
     for expr in expressions:
-        requirement = _label_requirement(expr)
+        requirement = label_requirement(expr)
         if requirement is None:
             return _Term((), (), valid=False)
         labels.append(requirement)
@@ -303,37 +279,6 @@ def _parse_term(term: Obj) -> _Term | None:
             return _Term((), (), valid=False)
         parsed_fields.append((expr.get("key") or "", expr["operator"], str(values[0])))
     return _Term(tuple(labels), tuple(parsed_fields))
-
-
-def _label_matches(labels: Mapping[str, str], key: str, operator: str, values: tuple[str, ...]) -> bool:
-    if operator == "In":
-        return key in labels and labels[key] in values
-    if operator == "NotIn":
-        return key not in labels or labels[key] not in values
-    if operator == "Exists":
-        return key in labels
-    if operator == "DoesNotExist":
-        return key not in labels
-    actual = _int64(labels.get(key))
-    if actual is None:  # absent or not an integer: Gt/Lt don't match
-        return False
-    bound = int(values[0])
-    return actual > bound if operator == "Gt" else actual < bound
-
-
-def selector_matches(selector: Obj | None, labels: Mapping[str, str]) -> bool:
-    """A ``metav1.LabelSelector`` (``LabelSelectorAsSelector``): matchLabels and matchExpressions (In, NotIn, Exists,
-    DoesNotExist) all hold; an empty selector matches everything, None nothing, an invalid one nothing."""
-    if selector is None:
-        return False
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        requirement = _label_requirement(expr) if isinstance(expr, dict) else None
-        if requirement is None or requirement[1] in ("Gt", "Lt") or not _label_matches(labels, *requirement):
-            return False
-    return True
 
 
 _OPERATOR_TEXT = {"In": "in", "NotIn": "notin"}
@@ -356,7 +301,7 @@ def requirement_text(requirement: tuple[str, str, tuple[str, ...] | str]) -> str
 def _term_matches(term: _Term, labels: Mapping[str, str], name: str) -> bool:
     if not term.valid:
         return False
-    if not all(_label_matches(labels, *requirement) for requirement in term.labels):
+    if not all(label_matches(labels, *requirement) for requirement in term.labels):
         return False
     if name:  # the only node field is metadata.name; without a name, field terms are not checked
         node_fields = {"metadata.name": name}
@@ -393,7 +338,7 @@ class Placement:
     @staticmethod
     def requirement_matches(requirement: tuple[str, str, tuple[str, ...]], labels: Mapping[str, str]) -> bool:
         """One label requirement of a term against a node's labels."""
-        return _label_matches(labels, *requirement)
+        return label_matches(labels, *requirement)
 
     def matches(self, labels: Mapping[str, str], name: str) -> bool:
         if any(labels.get(key) != value for key, value in self.selector):
@@ -508,7 +453,7 @@ def _selects_exactly(selector: Obj, match_label_keys: Iterable[str], labels: Map
         requirements.append((expr.get("key") or "", expr.get("operator") or "", tuple(expr.get("values") or ())))
     # matchLabelKeys adds "k in (the pod's own value of k)" for each listed key the pod has.
     requirements += [(k, "In", (labels[k],)) for k in match_label_keys if k in labels]
-    if any(k != key or op not in _SET_OPERATORS or not _label_matches({key: value}, k, op, vals)
+    if any(k != key or op not in _SET_OPERATORS or not label_matches({key: value}, k, op, vals)
            for k, op, vals in requirements):
         return False
     return any(op == "In" and set(vals) == {value} for _, op, vals in requirements)

@@ -20,9 +20,10 @@ from typing import Any
 
 from controller.capacity import add, subtract
 from controller.members import GangKey, NodeView, PodView, node_view, pod_view
-from controller.predicates import HostPort, selector_matches
+from controller.predicates import HostPort
 from controller.roots import Roots
 from gang.resources import Resources
+from gang.selectors import selector_matches
 
 _ZERO = Decimal(0)
 _LABEL_KEYS = 64  # topology label keys whose domains are kept, then start over
