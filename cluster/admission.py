@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import base64
 import copy
-import fractions
 import http.client
 import json
-import re
 import select
 import ssl
 import threading
@@ -34,6 +32,7 @@ from typing import Any
 
 import jsonpatch
 
+from cluster import cel
 from cluster.resources import Registry, Resource
 from cluster.selectors import selector_from_dict
 from cluster.store import ApiError, Obj, Store
@@ -89,123 +88,11 @@ def _rule_matches(rule: Obj, req: Request) -> bool:
 # --- matchConditions -------------------------------------------------------------------------------------------
 
 MAX_MATCH_CONDITIONS = 64
-_DECLARED = frozenset({"object", "oldObject", "request", "authorizer"})
-_TYPE_NAMES = frozenset({"int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type",
-                         "dyn"})
-_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
-
-
-def _celpy() -> Any:
-    """cel-python (a test extra): imported only when some webhook has matchConditions."""
-    import celpy
-
-    return celpy
+_PROGRAMS = cel.Programs(frozenset({"object", "oldObject", "request", "authorizer"}))
 
 
 class MatchConditionError(Exception):
     """A matchCondition that cannot be compiled or evaluated; the message is the apiserver's."""
-
-
-def _is_tree(node: Any) -> bool:
-    """A node of the parse tree (a lark Tree), not a token."""
-    return hasattr(node, "data") and hasattr(node, "children")
-
-
-def _bare_ident(node: Any) -> str | None:
-    """The identifier when ``node`` is nothing but one (a macro's loop variable)."""
-    while _is_tree(node) and node.data != "ident" and len(node.children) == 1:
-        node = node.children[0]
-    if _is_tree(node) and node.data == "ident":
-        return str(node.children[0])
-    return None
-
-
-def _free(node: Any, bound: frozenset[str]) -> list[str]:
-    """Identifiers the expression reads that no macro binds (variables, type names, undeclared ones)."""
-    if not _is_tree(node):
-        return []
-    if node.data == "ident":
-        name = str(node.children[0])
-        return [] if name in bound else [name]
-    if node.data == "member_dot_arg" and len(node.children) == 3:
-        target, method, args = node.children
-        exprs = args.children if _is_tree(args) else []
-        variable = _bare_ident(exprs[0]) if exprs else None
-        if not _is_tree(method) and str(method) in _MACROS and variable and len(exprs) >= 2:
-            return _free(target, bound) + [n for e in exprs[1:] for n in _free(e, bound | {variable})]
-    return [n for child in node.children for n in _free(child, bound)]
-
-
-@dataclass(frozen=True)
-class _Compiled:
-    program: Any
-    uses_authorizer: bool
-
-
-def _equality() -> dict[str, Any]:
-    """``==`` and ``!=`` with CEL's heterogeneous equality (cel-go's default, so the apiserver's): values of
-    different types are unequal instead of an error (``oldObject == null`` on an UPDATE), numbers compare
-    by value across int, uint and double."""
-    celpy = _celpy()
-    evaluation, types = celpy.evaluation, celpy.celtypes
-    numbers = (types.IntType, types.UintType, types.DoubleType)
-
-    def equal(a: Any, b: Any) -> Any:
-        for value in (a, b):
-            if isinstance(value, evaluation.CELEvalError):
-                return value
-        if isinstance(a, numbers) and isinstance(b, numbers) and type(a) is not type(b):
-            try:
-                return types.BoolType(fractions.Fraction(a) == fractions.Fraction(b))
-            except (ValueError, OverflowError):  # NaN and infinities equal nothing but themselves
-                return types.BoolType(float(a) == float(b))
-        try:
-            return evaluation.bool_eq(a, b)
-        except TypeError:
-            return types.BoolType(False)
-
-    def not_equal(a: Any, b: Any) -> Any:
-        result = equal(a, b)
-        return result if isinstance(result, evaluation.CELEvalError) else types.BoolType(not result)
-
-    return {"_==_": equal, "_!=_": not_equal}
-
-
-class _Programs:
-    """Compiled matchCondition expressions, shared by every webhook that uses the same text."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._compiled: dict[str, Any] = {}
-        self._env: Any = None
-
-    def compile(self, expression: str) -> _Compiled:
-        with self._lock:
-            compiled = self._compiled.get(expression)
-        if compiled is None:
-            compiled = self._compile(expression)
-            with self._lock:
-                self._compiled[expression] = compiled
-        if isinstance(compiled, MatchConditionError):
-            raise compiled
-        return compiled
-
-    def _compile(self, expression: str) -> Any:
-        if self._env is None:
-            self._env = _celpy().Environment()
-        try:
-            tree = self._env.compile(expression)
-        except Exception as exc:  # CELParseError and lark's errors: the text is no CEL expression
-            return MatchConditionError(f"compilation failed: ERROR: <input>: {str(exc).strip()}")
-        free = list(dict.fromkeys(_free(tree, frozenset())))
-        undeclared = [name for name in free if name not in _DECLARED and name not in _TYPE_NAMES]
-        if undeclared:
-            return MatchConditionError("compilation failed: " + "; ".join(
-                f"ERROR: <input>: undeclared reference to '{name}' (in container '')" for name in undeclared))
-        return _Compiled(self._env.program(tree, functions=_equality()), "authorizer" in free)
-
-
-_PROGRAMS = _Programs()
 
 
 def validate_match_conditions(conditions: Any, path: str) -> list[str]:
@@ -227,7 +114,7 @@ def validate_match_conditions(conditions: Any, path: str) -> list[str]:
         else:
             try:
                 _PROGRAMS.compile(expression)
-            except MatchConditionError as exc:
+            except cel.CelError as exc:
                 errors.append(invalid(f"{where}.expression", expression, str(exc)))
         name = str(condition.get("name") or "")
         if not name:
@@ -278,16 +165,18 @@ def _admission_request(req: Request) -> Obj:
 
 
 def _evaluate(expression: str, activation: dict[str, Any]) -> bool:
-    compiled = _PROGRAMS.compile(expression)
     try:
-        result = compiled.program.evaluate(activation)
-    except Exception as exc:  # CELEvalError, and whatever a runtime type mismatch raises
-        detail = str(exc.args[0] if exc.args else exc).split(" (in activation")[0]
-        detail = re.sub(r"^no such member in mapping: '(.*)'$", r"no such key: \1", detail)
-        if compiled.uses_authorizer:
+        compiled = _PROGRAMS.compile(expression)
+    except cel.CelError as exc:
+        raise MatchConditionError(str(exc)) from None
+    try:
+        result = cel.evaluate(compiled, activation)
+    except cel.CelError as exc:
+        detail = str(exc)
+        if "authorizer" in compiled.reads:
             detail = f"{detail} (the local cluster does not support the authorizer variable)"
         raise MatchConditionError(f"expression '{expression}' resulted in error: {detail}") from None
-    if not isinstance(result, _celpy().celtypes.BoolType):
+    if not isinstance(result, cel.celpy().celtypes.BoolType):
         raise MatchConditionError(f"expression '{expression}' resulted in error: expected a bool, got "
                                   f"{type(result).__name__}")
     return bool(result)
@@ -300,8 +189,8 @@ def match_conditions(hook: Obj, req: Request, obj: Obj | None) -> bool:
     if not conditions:
         return True
     try:
-        to_cel = _celpy().json_to_cel
-        activation = {"object": to_cel(obj), "oldObject": to_cel(req.old), "request": to_cel(_admission_request(req))}
+        activation = {"object": cel.to_cel(obj), "oldObject": cel.to_cel(req.old),
+                      "request": cel.to_cel(_admission_request(req))}
     except Exception as exc:
         errors = [f"converting the request: {exc}"]
     else:

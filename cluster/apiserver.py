@@ -29,7 +29,7 @@ from cluster.rbac import review_errors, review_status, stored_policy
 from cluster.resources import Registry, Resource, from_crd
 from cluster.selectors import SelectorError, parse_field_selector, parse_label_selector
 from cluster.store import ApiError, Event, Obj, Store, now
-from cluster.validation import schema
+from cluster.validation import schema, schema_cel
 from cluster.validation.binding import validate_binding
 from cluster.validation.crd import validate_crd
 from cluster.validation.decode import decode_errors
@@ -82,12 +82,16 @@ class ApiServer:
         """The built-in Priority plugin then the mutating webhooks, the strategy's PrepareForCreate and built-in
         validation, the Priority plugin then the validating webhooks: the apiserver's order."""
         priority.admit(req, self._priority_classes)  # the request's own object, changed in place
+        custom = not req.resource.builtin and req.resource.schema is not None
+        writes = req.operation in ("CREATE", "UPDATE")
+        if req.obj is not None and custom and writes:
+            schema.default(req.obj, req.resource.schema)  # as the request is decoded: the webhooks see the defaults
         obj, warnings = self.admission.mutate(req)
         if obj is not None and req.operation == "CREATE" and not req.subresource:
             _prepare_for_create(req.resource, obj)
-        custom = not req.resource.builtin and req.resource.schema is not None
-        if obj is not None and custom and req.operation in ("CREATE", "UPDATE"):
+        if obj is not None and custom and writes:
             obj = schema.prune(obj, req.resource.schema)  # unknown fields and disallowed nulls are dropped
+            schema.default(obj, req.resource.schema)  # and what the webhooks' patches left out is defaulted again
         if obj is not None and req.operation in ("CREATE", "UPDATE") and (
                 req.subresource not in ("status", "binding", "eviction") or (custom and req.subresource == "status")):
             self._validate(req.resource, obj, req.old, req.subresource)
@@ -410,6 +414,7 @@ class ApiServer:
             # taken, per the status subresource.
             prepared = obj if old is None else Store.prepared(resource, old, copy.deepcopy(obj), subresource)
             errors += schema.validate(prepared, resource.schema)
+            errors += schema_cel.validate(prepared, old, resource.schema, errors)
         if resource.kind == "Event" and resource.group in ("", events.EVENTS_GROUP):
             errors += events.validate(self._in(resource, obj), self._in(resource, old) if old else None,
                                       strict=bool(resource.group))

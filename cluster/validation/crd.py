@@ -5,10 +5,12 @@
 - every ``type`` in a version's ``openAPIV3Schema`` (through properties, items, additionalProperties, allOf, anyOf,
   oneOf, not) is one of the OpenAPI v3 types (``ValidateCustomResourceDefinitionOpenAPISchema``: ``openapiV3Types``);
 - each ``additionalPrinterColumns`` entry has a name, a supported ``type`` and ``format`` and a JSONPath
-  (``ValidateCustomResourceColumnDefinition``).
+  (``ValidateCustomResourceColumnDefinition``);
+- each CEL rule (``x-kubernetes-validations``) compiles, its ``messageExpression`` too, its ``reason`` is supported
+  and its ``fieldPath`` names a field (``cluster/validation/schema_cel.py`` ``rule_errors``).
 
-Not checked here (accepted, possibly refused by a cluster): structural-schema completeness, defaults, CEL rules,
-conversion, version names and storage flags.
+Not checked here (accepted, possibly refused by a cluster): structural-schema completeness, defaults, the rules'
+estimated cost, conversion, version names and storage flags.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from cluster.store import Obj
 from cluster.validation.errors import invalid, not_supported, required
+from cluster.validation.schema_cel import rule_errors
 
 OPENAPI_TYPES = ["array", "boolean", "integer", "number", "object", "string"]
 COLUMN_TYPES = ["boolean", "date", "integer", "number", "string"]
@@ -30,6 +33,7 @@ def _schema_errors(schema: Any, path: str) -> list[str]:
     kind = schema.get("type")
     if kind not in (None, "") and kind not in OPENAPI_TYPES:
         errors.append(not_supported(f"{path}.type", kind, OPENAPI_TYPES))
+    errors += rule_errors(schema, path)
     for name, child in sorted((schema.get("properties") or {}).items()) if isinstance(schema.get("properties"),
                                                                                      dict) else []:
         errors += _schema_errors(child, f"{path}.properties[{name}]")

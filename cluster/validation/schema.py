@@ -14,13 +14,23 @@ Ported from the apiextensions-apiserver (read the source, not memory):
       date-time: "x"``; ``Too long: may not be longer than 253`` (maxLength), ``Too many: 3: must have at most 2
       items`` (maxItems); ``x-kubernetes-list-type: map`` keys and ``set`` items ``Duplicate value``
 
-Not ported (accepted here, possibly refused by a cluster): defaults, CEL rules (``x-kubernetes-validations``),
-``oneOf``/``anyOf``/``allOf``/``not``, ``multipleOf``, ``minProperties``/``maxProperties``, formats other than
-``date-time``, ``x-kubernetes-embedded-resource``.
+  pkg/apiserver/schema/defaulting/algorithm.go    ``Default``: a property's ``default`` (a deep copy) where the
+      property is absent, or null and not nullable, then the same below, so a defaulted object gets its own
+      properties' defaults; as the request is decoded (before the webhooks) and again for what they return. Not
+      on reads of objects stored before a default was added.
+
+Validation by the x-kubernetes-int-or-string type, then by the other keywords as any value's (a string's
+``pattern``, an integer's ``minimum``). ``maxProperties``: ``Too many: 3: must have at most 2 items``;
+``minProperties``: ``Invalid value: ...: <path> in body should have at least 1 properties``. CEL rules
+(``x-kubernetes-validations``): ``cluster/validation/schema_cel.py``.
+
+Not ported (accepted here, possibly refused by a cluster): ``oneOf``/``anyOf``/``allOf``/``not``, ``multipleOf``,
+formats other than ``date-time``, ``x-kubernetes-embedded-resource``.
 """
 
 from __future__ import annotations
 
+import copy
 import datetime
 import json
 import re
@@ -94,6 +104,38 @@ def prune(obj: Any, schema: Any, root: bool = True) -> Any:
     return obj
 
 
+# --- defaulting ---------------------------------------------------------------------------------------------------
+
+
+def _defaults_null(value: Any, schema: Any) -> bool:
+    """``isNonNullableNull`` with a default to put there."""
+    return value is None and isinstance(schema, dict) and not schema.get("nullable") and "default" in schema
+
+
+def default(obj: Any, schema: Any) -> None:
+    """Fill in ``obj``'s defaults from ``schema``, in place."""
+    if not isinstance(schema, dict):
+        return
+    if isinstance(obj, dict):
+        properties: Obj = schema["properties"] if isinstance(schema.get("properties"), dict) else {}
+        for name, child in properties.items():
+            if isinstance(child, dict) and "default" in child and (name not in obj or _defaults_null(obj[name],
+                                                                                                   child)):
+                obj[name] = copy.deepcopy(child["default"])
+        additional = schema.get("additionalProperties")
+        for name, value in obj.items():
+            child = properties.get(name, additional if name not in properties else None)
+            if name not in properties and _defaults_null(value, child):
+                obj[name] = value = copy.deepcopy(child["default"])
+            default(value, child)
+    elif isinstance(obj, list):
+        items = schema.get("items")
+        for index, item in enumerate(obj):
+            if _defaults_null(item, items):
+                obj[index] = item = copy.deepcopy(items["default"])
+            default(item, items)
+
+
 # --- validation -------------------------------------------------------------------------------------------------
 
 
@@ -117,10 +159,8 @@ def validate(obj: Any, schema: Any, path: str = "") -> list[str]:  # noqa: C901,
     kind = schema.get("type")
     if schema.get("x-kubernetes-int-or-string"):
         if not (isinstance(obj, str) or _is(obj, "integer")):
-            errors.append(invalid(path, obj, f"{path} in body must be of type integer,string: "
-                                             f'"{_json_type(obj)}"'))
-        return errors
-    if kind and not _is(obj, kind):
+            return [invalid(path, obj, f'{path} in body must be of type integer,string: "{_json_type(obj)}"')]
+    elif kind and not _is(obj, kind):
         return [invalid(path, obj, f'{path} in body must be of type {kind}: "{_json_type(obj)}"')]
     if "enum" in schema and isinstance(schema["enum"], list) and obj not in schema["enum"]:
         errors.append(not_supported(path, obj, [v if isinstance(v, str) else json.dumps(v) for v in schema["enum"]]))
@@ -153,6 +193,11 @@ def validate(obj: Any, schema: Any, path: str = "") -> list[str]:  # noqa: C901,
         for index, item in enumerate(obj):
             errors += validate(item, schema.get("items"), f"{path}[{index}]")
     if isinstance(obj, dict):
+        if "maxProperties" in schema and len(obj) > schema["maxProperties"]:
+            errors.append(f"{path}: Too many: {len(obj)}: must have at most {schema['maxProperties']} items")
+        if "minProperties" in schema and len(obj) < schema["minProperties"]:
+            errors.append(invalid(path, obj, f"{path} in body should have at least {schema['minProperties']} "
+                                             "properties"))
         properties: Obj = schema["properties"] if isinstance(schema.get("properties"), dict) else {}
         for name in schema.get("required") or []:
             if name not in obj:
