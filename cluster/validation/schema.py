@@ -107,9 +107,11 @@ def prune(obj: Any, schema: Any, root: bool = True) -> Any:
 # --- defaulting ---------------------------------------------------------------------------------------------------
 
 
-def _defaults_null(value: Any, schema: Any) -> bool:
-    """``isNonNullableNull`` with a default to put there."""
-    return value is None and isinstance(schema, dict) and not schema.get("nullable") and "default" in schema
+def _or_default(value: Any, schema: Any) -> Any:
+    """``value``, or a copy of ``schema``'s default where it is null and ``schema`` not nullable (isNonNullableNull)."""
+    if value is None and isinstance(schema, dict) and not schema.get("nullable") and "default" in schema:
+        return copy.deepcopy(schema["default"])
+    return value
 
 
 def default(obj: Any, schema: Any) -> None:
@@ -119,21 +121,16 @@ def default(obj: Any, schema: Any) -> None:
     if isinstance(obj, dict):
         properties: Obj = schema["properties"] if isinstance(schema.get("properties"), dict) else {}
         for name, child in properties.items():
-            if isinstance(child, dict) and "default" in child and (name not in obj or _defaults_null(obj[name],
-                                                                                                   child)):
+            if name not in obj and isinstance(child, dict) and "default" in child:
                 obj[name] = copy.deepcopy(child["default"])
-        additional = schema.get("additionalProperties")
         for name, value in obj.items():
-            child = properties.get(name, additional if name not in properties else None)
-            if name not in properties and _defaults_null(value, child):
-                obj[name] = value = copy.deepcopy(child["default"])
+            child = properties[name] if name in properties else schema.get("additionalProperties")
+            obj[name] = value = _or_default(value, child)
             default(value, child)
     elif isinstance(obj, list):
-        items = schema.get("items")
         for index, item in enumerate(obj):
-            if _defaults_null(item, items):
-                obj[index] = item = copy.deepcopy(items["default"])
-            default(item, items)
+            obj[index] = item = _or_default(item, schema.get("items"))
+            default(item, schema.get("items"))
 
 
 # --- validation -------------------------------------------------------------------------------------------------

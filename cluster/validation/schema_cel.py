@@ -39,6 +39,12 @@ from cluster import cel
 from cluster.validation.errors import duplicate, forbidden, invalid, not_supported, required
 
 Obj = dict[str, Any]
+
+
+def _dict(value: Any) -> Obj:
+    return value if isinstance(value, dict) else {}
+
+
 _PROGRAMS = cel.Programs(frozenset({"self", "oldSelf"}))
 _RESERVED = frozenset({"true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function",
                        "if", "import", "let", "loop", "package", "namespace", "return", "var", "void", "while"})
@@ -95,13 +101,13 @@ def value_of(obj: Any, schema: Any, root: bool = False) -> Any:
         additional = schema.get("additionalProperties")
         if isinstance(additional, dict):
             return types.MapType({types.StringType(k): value_of(v, additional) for k, v in obj.items()})
-        properties: Obj = schema["properties"] if isinstance(schema.get("properties"), dict) else {}
+        properties = _dict(schema.get("properties"))
         fields = {}
         for name, value in obj.items():
             if name in properties and (identifier := escape(name)) is not None:
                 fields[types.StringType(identifier)] = value_of(value, properties[name])
         if root:
-            meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+            meta = _dict(obj.get("metadata"))
             fields.update({types.StringType(k): types.StringType(str(obj[k])) for k in ("apiVersion", "kind")
                            if k in obj})
             fields[types.StringType("metadata")] = types.MapType({
@@ -125,7 +131,7 @@ def has_rules(schema: Any) -> bool:
         return False
     if schema.get("x-kubernetes-validations"):
         return True
-    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    properties = _dict(schema.get("properties"))
     return (any(has_rules(child) for child in properties.values()) or has_rules(schema.get("items"))
             or has_rules(schema.get("additionalProperties")))
 
@@ -163,7 +169,7 @@ def _node(obj: Any, old: Any, schema: Any, path: str | None, root: bool = False)
         if isinstance(additional, dict):
             for key, value in obj.items():
                 errors += _node(value, correlated.get(key), additional, f"{path or ''}[{key}]")
-        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        properties = _dict(schema.get("properties"))
         for key, value in obj.items():
             if key in properties:
                 errors += _node(value, correlated.get(key), properties[key], _child(path, key))
