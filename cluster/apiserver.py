@@ -33,7 +33,7 @@ from cluster.validation import schema, schema_cel
 from cluster.validation.binding import validate_binding
 from cluster.validation.crd import validate_crd
 from cluster.validation.decode import decode_errors
-from cluster.validation.errors import invalid_message
+from cluster.validation.errors import causes, invalid_message
 from cluster.validation.job import validate_job_policies
 from cluster.validation.meta import validate_object_meta
 from cluster.validation.pod import validate_pod_create
@@ -426,7 +426,7 @@ class ApiServer:
             kind = f"{resource.kind}.{resource.group}" if resource.group else resource.kind  # qualified, as NewInvalid
             raise ApiError(422, "Invalid", invalid_message(kind, name, errors),
                            {"name": name, "group": resource.group, "kind": resource.kind,
-                            "causes": [{"message": e} for e in errors]})
+                            "causes": causes(errors)})
 
     def _create(self, target: Target, obj: Obj, user: User, dry_run: bool) -> Response:
         resource = target.resource
@@ -498,7 +498,7 @@ class ApiServer:
             raise ApiError(422, "Invalid", invalid_message("SubjectAccessReview.authorization.k8s.io", "",
                                                            errors),
                            {"group": "authorization.k8s.io", "kind": "SubjectAccessReview",
-                            "causes": [{"message": e} for e in errors]})
+                            "causes": causes(errors)})
         spec = review["spec"]
         return Response(201, {"kind": "SubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
                               "metadata": {"creationTimestamp": None}, "spec": spec,

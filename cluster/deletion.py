@@ -20,7 +20,7 @@ from typing import Any
 
 from cluster.resources import Resource
 from cluster.store import ApiError, Obj
-from cluster.validation.errors import invalid, invalid_message, not_supported
+from cluster.validation.errors import causes, invalid, invalid_message, not_supported
 
 ORPHAN = "orphan"
 FOREGROUND = "foregroundDeletion"
@@ -58,7 +58,7 @@ def delete_options(body: Any, query: dict[str, str]) -> Obj:
         errors.append(not_supported("propagationPolicy", policy, [*POLICIES, "nil"]))
     if errors:
         raise ApiError(422, "Invalid", invalid_message("DeleteOptions.meta.k8s.io", "", errors),
-                       {"group": "meta.k8s.io", "kind": "DeleteOptions", "causes": [{"message": e} for e in errors]})
+                       {"group": "meta.k8s.io", "kind": "DeleteOptions", "causes": causes(errors)})
     return options
 
 

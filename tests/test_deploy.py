@@ -52,7 +52,7 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 # configurations first, so that the apiserver stops calling a webhook that is going away; then the components,
 # so that nothing recreates what follows; then what the components created at run time (the namespace's deletion
 # removes those in a real cluster; the local cluster has no such cascade); then everything the manifests created
-# but the PodGroup CRD; last, when asked, the CRD.
+# but the PodGroup and Queue CRDs; last, when asked, the CRDs.
 UNINSTALL = (
     "delete mutatingwebhookconfiguration/kubenexus-gang-admission "
     "validatingwebhookconfiguration/kubenexus-gang-admission --ignore-not-found",
@@ -60,8 +60,9 @@ UNINSTALL = (
     "--ignore-not-found --cascade=foreground",
     "-n kubenexus-system delete secret/kubenexus-webhook-tls secret/kubenexus-ca lease/kubenexus-controller "
     "--ignore-not-found",
-    "delete -k {dir} --ignore-not-found -l app.kubernetes.io/component!=podgroup-api",
-    "delete crd/podgroups.scheduling.kubenexus.io --ignore-not-found",  # only if asked: every PodGroup goes too
+    "delete -k {dir} --ignore-not-found -l 'app.kubernetes.io/component notin (podgroup-api,queue-api)'",
+    # only if asked: every PodGroup and every Queue go too
+    "delete crd/podgroups.scheduling.kubenexus.io crd/queues.scheduling.kubenexus.io --ignore-not-found",
 )
 
 Obj = dict[str, Any]
@@ -101,6 +102,7 @@ def config_of(objects: list[Obj]) -> Obj:
 BASE_OBJECTS = {
     ("Namespace", "", NAMESPACE),
     ("CustomResourceDefinition", "", "podgroups.scheduling.kubenexus.io"),
+    ("CustomResourceDefinition", "", "queues.scheduling.kubenexus.io"),
     ("ServiceAccount", NAMESPACE, "kubenexus-webhook"),
     ("ServiceAccount", NAMESPACE, "kubenexus-controller"),
     ("ClusterRole", "", "kubenexus-webhook"),

@@ -1,6 +1,6 @@
 """``make release`` (tools/release.py): one manifest per variant, pinned to the one version, installed as
-``kubectl apply --server-side -f`` installs it, upgraded over the previous version's, and uninstalled as README
-"Uninstall" says.
+``kubectl apply --server-side -f`` installs it, upgraded over the previous version's, and uninstalled as
+docs/operations/uninstall.md says.
 
 The local cluster runs no Deployment pods: the components run here (``tests/support/deploy.py`` ``Installed``: the
 webhook as a process, the controller as a thread, each with the installed ConfigMap's settings), and the webhook
@@ -37,6 +37,7 @@ ROOT = release.ROOT
 IMAGE = "registry.example.com/kubenexus/kubenexus-gang-admission"
 VERSION = release.version()
 PART_OF = ("app.kubernetes.io/part-of", "kubenexus-gang-admission")
+QUEUE_GROUP = "scheduling.kubenexus.io"
 Obj = dict[str, object]
 
 
@@ -148,10 +149,9 @@ def previous_version(tmp_path: Path) -> Path:
 
 
 def uninstall_steps(file: str) -> list[list[str]]:
-    """README "Uninstall": its kubectl commands, in order, for the release ``file``."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("\n## Uninstall\n", 1)[1].split("\n## ", 1)[0]
-    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    """docs/operations/uninstall.md: its kubectl commands, in order, for the release ``file``."""
+    page = (ROOT / "docs" / "operations" / "uninstall.md").read_text()
+    block = page.split("```sh\n", 1)[1].split("```", 1)[0]
     return [shlex.split(line.split("#", 1)[0].replace("kubenexus-gang-admission.yaml", file))[1:]
             for line in block.splitlines() if line.startswith("kubectl ")]
 
@@ -219,17 +219,20 @@ def test_an_upgrade_loses_no_gang_and_the_uninstall_leaves_nothing(
     wait_pods(kube, ns, lambda pods: uids(pods) == uids(before_waiting) and all(map(running, pods)),
               "the waiting gang runs once there is room", f"{JOB_NAME}=waiting")
 
-    # the uninstall, as documented: no webhook configuration left once it starts; the CRD (and every PodGroup)
-    # only when asked, in the last step
+    # the uninstall, as documented: no webhook configuration left once it starts; the CRDs (and every PodGroup and
+    # Queue) only when asked, in the last step
+    queue = {"apiVersion": f"{QUEUE_GROUP}/v1alpha1", "kind": "Queue", "metadata": {"name": "team"}}
+    kube.custom.create_cluster_custom_object(QUEUE_GROUP, "v1alpha1", "queues", queue)
     steps = uninstall_steps(str(installed.workdir / f"local-{release.VARIANTS[0].file}"))
-    crd = ("CustomResourceDefinition", "", "podgroups.scheduling.kubenexus.io")
+    crds = [("CustomResourceDefinition", "", f"{plural}.{QUEUE_GROUP}") for plural in ("podgroups", "queues")]
     installed.kubectl(*steps[0])
     assert not [k for k in ours(installed) if k[0].endswith("WebhookConfiguration")], ours(installed)
     installed.kubectl(*steps[1])
     installed.stop()  # what the Deployments ran
     for step in steps[2:-1]:
         installed.kubectl(*step)
-    assert ours(installed) == [crd]
+    assert ours(installed) == crds
     assert podgroup(kube.api_client, ns, "waiting") is not None, "PodGroups stay with the CRD"
+    assert kube.custom.get_cluster_custom_object(QUEUE_GROUP, "v1alpha1", "queues", "team"), "and Queues with theirs"
     installed.kubectl(*steps[-1])
     assert ours(installed) == []

@@ -45,6 +45,23 @@ def unique(errors: list[str]) -> list[str]:
     return list(dict.fromkeys(errors))
 
 
+_REASONS = {"Invalid value": "FieldValueInvalid", "Required value": "FieldValueRequired",
+            "Unsupported value": "FieldValueNotSupported", "Forbidden": "FieldValueForbidden",
+            "Duplicate value": "FieldValueDuplicate", "Too long": "FieldValueTooLong", "Too many": "FieldValueTooMany",
+            "Not found": "FieldValueNotFound", "Internal error": "InternalError"}
+
+
+def causes(errors: list[str]) -> list[dict[str, str]]:
+    """The 422 Status's ``details.causes`` (``errors.NewInvalid``): per error its type as ``reason``, its body
+    (without the path) as ``message`` and its path as ``field``, which kubectl prints as ``<field>: <message>``."""
+    found = []
+    for error in errors:
+        field, _, body = error.partition(": ")
+        reason = next((r for prefix, r in _REASONS.items() if body.startswith(prefix)), "FieldValueInvalid")
+        found.append({"reason": reason, "message": body, "field": field})
+    return found
+
+
 def invalid_message(kind: str, name: str, errors: list[str]) -> str:
     """The 422 Status message: ``errors.NewInvalid`` (one error bare, several in brackets)."""
     detail = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
