@@ -280,7 +280,24 @@ class Quota:
 
     # --- status -------------------------------------------------------------------------------------
 
-    def summary(self, name: str) -> str:
+    def status(self, name: str) -> dict[str, object]:
+        """The Queue's status as this pass leaves it (without the condition's transition time, which the writer
+        keeps): usage and borrowing of the resources it names, its gangs, its weighted share, a summary."""
         view = self.queues[name]
-        return " ".join(f"{r} {_text(view.usage.get(r, Decimal(0)), r)}/{_text(n, r)}"
-                        for r, n in sorted(view.spec.nominal.items()))
+        spec = view.spec
+        usage = {r: view.usage.get(r, Decimal(0)) for r in sorted(spec.nominal)}
+        borrowing = {r: used - spec.nominal[r] for r, used in usage.items() if used > spec.nominal[r]}
+        head = f"; later gangs wait behind {view.blocked_by} (StrictFIFO)" if view.blocked_by else ""
+        message = (f"{view.admitted} gang(s) admitted, {view.pending} pending"
+                   + (f", borrowing {', '.join(f'{_text(v, r)} {r}' for r, v in borrowing.items())}"
+                      f" from cohort {spec.cohort}" if borrowing else "") + head)
+        return {
+            "usage": {r: _text(v, r) for r, v in usage.items()},
+            "borrowing": {r: _text(v, r) for r, v in borrowing.items()},
+            "pendingGangs": view.pending,
+            "admittedGangs": view.admitted,
+            "weightedShare": self.share(name),
+            "usageSummary": " ".join(f"{r} {_text(v, r)}/{_text(spec.nominal[r], r)}" for r, v in usage.items()),
+            "observedGeneration": spec.generation,
+            "conditions": [{"type": "Active", "status": "True", "reason": "Admitting", "message": message}],
+        }
