@@ -67,6 +67,8 @@ _WAITS = (Phase.PENDING, Phase.WAITING, Phase.NEVER_FITS, Phase.NOT_CERTIFIABLE,
 CAUSE_EVENTS: dict[Cause, tuple[str, str, str, bool]] = {
     Cause.ROOT: ("GangConstraintsUnknown", "Warning", HOLD, True),
     Cause.NO_SCHEDULER: ("GangNotScheduled", "Warning", HOLD, True),
+    Cause.QUOTA: ("GangQueued", "Normal", HOLD, True),
+    Cause.QUEUE_UNKNOWN: ("GangQueueUnknown", "Warning", HOLD, True),
 }
 
 

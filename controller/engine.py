@@ -47,6 +47,7 @@ from controller.members import Expected, GangKey, PodView
 from controller.planner import PlanResult, check_placement
 from controller.preemption import Futile, InFlight, Preemption, Unit, Victims, named
 from controller.problem import Member, NodeFree
+from controller.quota import Denied, Quota, demand_of
 from controller.rooms import Rooms, shape_of
 from controller.roots import Unknown
 from controller.schedulers import Schedulers, fix
@@ -54,6 +55,7 @@ from controller.state import ClusterState
 from controller.topology import Request, domains_used, request_of
 from gang import keys
 from gang.config import Config
+from gang.queues import QueueProblem
 from gang.resources import Resources
 
 # A new job's pods and its root arrive by two watches: a root not delivered yet for this long is no lag any more.
@@ -85,6 +87,8 @@ class Cause(StrEnum):
     PREEMPTING = "preempting"  # it evicts lower-priority work to fit, and waits for it to go (controller/preemption.py)
     NO_SCHEDULER = "no-scheduler"  # no scheduler serves its schedulerName (``controller/schedulers.py``); also said of
     # a released gang whose pods nobody binds
+    QUOTA = "quota"  # its Queue does not admit it now (``controller/quota.py``), or it waits behind a StrictFIFO head
+    QUEUE_UNKNOWN = "queue-unknown"  # which Queue it belongs to cannot be told (``gang/queues.py``)
 
 
 @dataclass(frozen=True)
@@ -131,6 +135,7 @@ class GangDecision:
     # With a topology: the domains its plan uses (released, running), or the best domain's (waiting, whole gang).
     domains: tuple[str, ...] = ()
     preemption: InFlight | None = None  # the preemption it has under way
+    queue: str = ""  # the Queue it belongs to (``controller/quota.py``), "" for none
 
     @property
     def name(self) -> str:
@@ -158,6 +163,9 @@ class Cycle:
     preemptions: list[Preempting] = field(default_factory=list)
 
 
+# The waits of a complete gang that make it the head its StrictFIFO Queue's later gangs wait behind.
+_HOLDS_A_QUEUE = frozenset({Cause.QUOTA, Cause.CAPACITY, Cause.PREEMPTING, Cause.QUEUE})
+
 # A waiting gang's "not yet" holds while nothing freed, no member changed and no held room was given back:
 # (its members' version, freed, shape version, held version).
 _Token = tuple[int | None, int, int, int]
@@ -177,6 +185,7 @@ class Engine:
         self.backfill = Backfill(state)
         self.fitting = Fitting(state, self.feasibility, self.rooms)
         self.preemption = Preemption(state, self.fitting, config.preemption)
+        self.quota = Quota(state)
         self._preemptions: list[Preempting] = []  # this pass's
         self._not_yet: dict[GangKey, tuple[_Token, PlanResult, list[PodView], tuple[str, ...]]] = {}
         # Started gangs: their topology request and the domains they were released into.
@@ -203,11 +212,12 @@ class Engine:
         held = self.books.held(gangs, now)
         held.update(self.preemption.held())
         self.books.observe(held)
-        releases: list[Release] = []
-        decisions = [self._leave(gang, now, releases) for gang in every if gang.key in out]
         released = [g for g in gangs if self.books.started(g)]
         waiting = sorted((g for g in gangs if not self.books.started(g)),
                          key=lambda g: (-g.priority, g.oldest, g.key[0], g.key[1]))
+        self.quota.begin(gangs, (g.key for g in released), held, self.preemption.demand())
+        releases: list[Release] = []
+        decisions = [self._leave(gang, now, releases) for gang in every if gang.key in out]
         extras: list[tuple[Gang, GangDecision, PodView]] = []
         for gang in released:
             decision, more = self._running(gang, held, now, releases, evictions)
@@ -215,8 +225,12 @@ class Engine:
             extras.extend((gang, decision, pod) for pod in more)
         self.backfill.keep_charged()
         claims: dict[str, Resources] = {}
-        for gang in waiting:
-            decisions.append(self._waiting(gang, held, claims, now, releases, evictions))
+        for gang in self.quota.ordered(waiting):
+            decision = self._waiting(gang, held, claims, now, releases, evictions)
+            queue = self.quota.of.get(gang.key)
+            if isinstance(queue, str) and decision.decision is Verdict.WAIT and decision.cause in _HOLDS_A_QUEUE:
+                self.quota.holds(queue, gang)
+            decisions.append(decision)
         for gang, decision, pod in extras:
             self._extra(gang, decision, pod, held, claims, releases)
         self.backfill.end_pass(g.key for g in waiting)
@@ -242,9 +256,9 @@ class Engine:
         return result
 
     def _base(self, gang: Gang, now: float, decision: Verdict, reason: str) -> GangDecision:
-        live = gang.live
+        live, queue = gang.live, self.quota.of.get(gang.key)
         return GangDecision(gang.key, gang.owner, decision, reason, waited=max(now - gang.oldest, 0.0),
-                            present=len(live), size=gang.min_available)
+                            present=len(live), size=gang.min_available, queue=queue if isinstance(queue, str) else "")
 
     def _release(self, pod: PodView, node: str, releases: list[Release], reserved: tuple[str, ...] = ()) -> None:
         """Reserve, then release; a member with constraints the plan could not check (best effort) is not
@@ -530,6 +544,16 @@ class Engine:
             result.reason = ("members differ and controller.pinMembers is false: only gangs of identical members "
                              "are released unpinned, since the scheduler may place a mixed gang differently")
             return self._hold(gang, result, placed, now, evictions)
+        queue = self.quota.of.get(gang.key)
+        if isinstance(queue, QueueProblem):
+            result.cause, result.reason = Cause.QUEUE_UNKNOWN, f"not planned: {queue.reason}"
+            return self._hold(gang, result, placed, now, evictions)
+        if queue is not None:
+            quota = self._within_quota(queue, gang, live, needed)
+            if isinstance(quota, str):
+                result.cause, result.reason = Cause.QUOTA, quota
+                return self._hold(gang, result, placed, now, evictions)
+            live = quota
         expected = self.fitting.expected_members(gang)
         found, chosen, members, domains = self._plan_waiting(gang, live, needed, expected, held, claims, request)
         result.domains = domains
@@ -542,6 +566,8 @@ class Engine:
                                  f"{queued[0].namespace}/{queued[0].name}): released once they are placed")
                 return self._hold(gang, result, placed, now, evictions)
             self.books.partial.pop(gang.key, None)
+            if queue is not None:
+                self.quota.charge(queue, demand_of(chosen, gang.expected), gang.key)
             reserved = tuple(found.placement[m.name] for m in expected)
             if reserved:
                 self.books.reserve_slots(gang, reserved, held)
@@ -584,6 +610,20 @@ class Engine:
                               f"on {len(set(shadow.values()))} node(s) as it frees up" if shadow else
                               "; starving, but no shadow plan exists over capacity that will free up")
         return self._hold(gang, result, placed, now, evictions)
+
+    def _within_quota(self, queue: str, gang: Gang, live: list[PodView], needed: int) -> list[PodView] | str:
+        """The gated members the gang's Queue admits (all of them, else the ``needed`` oldest: the plan takes no
+        more), or why it admits none: behind its StrictFIFO head, or over quota (with numbers)."""
+        ahead = self.quota.behind(queue)
+        if ahead:
+            return f"queued behind gang {ahead}, the head of StrictFIFO queue {queue}"
+        denied: Denied | None = None
+        for chosen in (live, live[:needed]) if len(live) > needed else (live,):
+            denied = self.quota.check(queue, demand_of(chosen, gang.expected), gang.key)
+            if denied is None:
+                return chosen
+        assert denied is not None
+        return denied.reason
 
     def _preempt(self, gang: Gang, members: list[Member], request: Request, held: Held, result: GangDecision,
                  now: float) -> bool:

@@ -42,6 +42,8 @@ class Metrics:
     podgroup_requests: Counter  # {verb, outcome}
     preemptions: Counter  # preemptions started (controller/preemption.py)
     preempted_pods: Counter  # {kind}: gang (members of our gangs), pod (any other)
+    queue_gangs: Gauge  # {queue, state}: admitted, pending (controller/quota.py)
+    queue_status_writes: Counter  # {outcome}: written, gone, failed (controller/queue_status.py)
 
     def set_gang_phases(self, counts: Mapping[str, int]) -> None:
         """Every phase's gauge at once (phases missing from ``counts`` are zero)."""
@@ -118,9 +120,16 @@ def new_metrics() -> Metrics:
         preempted_pods=Counter("kubenexus_controller_preempted_pods_total",
                                "Pods preempted for gangs, by kind: gang (members of gangs, whole) or pod",
                                ["kind"], registry=registry),
+        queue_gangs=Gauge("kubenexus_controller_queue_gangs", "Gangs per Queue: admitted (released) or pending",
+                          ["queue", "state"], registry=registry),
+        queue_status_writes=Counter("kubenexus_controller_queue_status_writes_total",
+                                    "Queue status writes by outcome: written, gone (the Queue was deleted), failed",
+                                    ["outcome"], registry=registry),
     )
     for kind in ("gang", "pod"):
         metrics.preempted_pods.labels(kind)
+    for outcome in ("written", "gone", "failed"):
+        metrics.queue_status_writes.labels(outcome)
     for reason in StuckReason:  # every series from the first scrape, like the gang states
         metrics.gang_evictions.labels(reason)
         metrics.member_evictions.labels(reason)

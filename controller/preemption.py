@@ -25,6 +25,7 @@ start, more victims than needed, a second round while the first still terminates
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -205,6 +206,11 @@ class Preemption:
     def held(self) -> dict[GangKey, dict[str, Resources]]:
         """Per preemptor, the room its plan needs: no other gang of ours plans with it while its victims go."""
         return {key: dict(flight.room) for key, flight in self.inflight.items()}
+
+    def demand(self) -> dict[GangKey, Resources]:
+        """Per preemptor, all its plan needs: counted in its Queue's usage while its victims go
+        (``controller/quota.py``), as the room they free is held for it on the nodes."""
+        return {key: functools.reduce(add, flight.room.values(), {}) for key, flight in self.inflight.items()}
 
     def remaining(self, key: GangKey) -> list[PodView]:
         """The victims of the gang's preemption that are not gone yet."""

@@ -41,8 +41,10 @@ from controller.owners import Step, resolve, root_exists, root_reference
 from controller.patcher import Patcher
 from controller.podgroups import PodGroupWriter
 from controller.preemption import named
+from controller.queue_status import QueueStatusWriter
 from controller.state import ClusterState
 from controller.status import Tracker
+from gang import queues
 from gang.adapters.table import RootResource
 from gang.config import Config
 from kube.client import api_request
@@ -72,6 +74,8 @@ ESCAPE_MEMORY_SECONDS = 600.0
 # What the controller watches: (queue tag, collection, decoder keeping only what the state reads).
 WATCHED = (("node", "/api/v1/nodes", slim.NODES), ("pod", "/api/v1/pods", slim.PODS))
 BUDGETS = "/apis/policy/v1/poddisruptionbudgets"
+QUEUES = f"/apis/{queues.GROUP}/{queues.VERSION}/{queues.PLURAL}"
+NAMESPACES = "/api/v1/namespaces"
 MEMBER_EVENTS = 20  # events about a gang also go to at most this many gated members
 PREEMPTION_REASON = "PreemptionByGangAdmission"  # the DisruptionTarget reason of the pods preempted for a gang
 STALL_SECONDS = 60.0  # /healthz fails when the loop has not turned for this long
@@ -103,6 +107,17 @@ class Controller:
                                 timeout=config.api_timeout_seconds * 5)
         # PodDisruptionBudgets: which victims preemption prefers; not waited for (a preference, never a condition)
         self._budgets = Informer(api_client, BUDGETS, functools.partial(self._enqueue, "budget"), backoff_max=30.0)
+        # Queues and the namespaces they select (controller/queues.py): until listed, no gang is released (its quota
+        # is unknown); a cluster that does not serve Queues (404) has none.
+        self.state.queues.listing("not listed yet")
+        self.state.queues.listing_namespaces("not listed yet")
+        self._watches = [
+            Informer(api_client, path, functools.partial(self._enqueue, what), backoff_max=30.0,
+                     on_synced=functools.partial(self._enqueue, f"{what}-watch", "", {}),
+                     on_error=functools.partial(self._watch_failed, what))
+            for what, path in (("queue", QUEUES), ("namespace", NAMESPACES))]
+        self.queue_status = QueueStatusWriter(api_client, lambda: self._leading.is_set(), config.api_timeout_seconds,
+                                              lambda outcome: self.metrics.queue_status_writes.labels(outcome).inc())
         # Only watch events update the state: they arrive in order, patch responses would race them.
         self.patcher = Patcher(api_client, lambda reason: self.metrics.patch_errors.labels(reason).inc())
         self.evictor = Evictor(api_client, lambda reason: self.metrics.repair_errors.labels(reason).inc())
@@ -136,6 +151,7 @@ class Controller:
         self._announcer = Announcer()
         self._last = self._announcer.gangs  # what was told per gang (pruned with the gangs)
         self._timed_out: set[GangKey] = set()  # counted in the timeouts metric
+        self._gauged: set[str] = set()  # the Queues with gauges
         self._threads: list[threading.Thread] = []
         self.cycles = 0
         self.last_cycle: Cycle | None = None
@@ -177,7 +193,10 @@ class Controller:
             self._spawn(informer.run, f"informer{informer.path.replace('/', '-')}")
         self._roots.start()
         self._spawn(self._budgets.run, "informer-poddisruptionbudgets")
+        for watch in self._watches:
+            self._spawn(watch.run, f"informer{watch.path.replace('/', '-')}")
         self.podgroups.start()
+        self.queue_status.start()
         if self._elector is not None:
             self._spawn(self._elector.run, "leader-election")
         else:
@@ -208,6 +227,9 @@ class Controller:
             informer.stop()
         self._roots.stop()
         self._budgets.stop()
+        for watch in self._watches:
+            watch.stop()
+        self.queue_status.stop()
         self.patcher.stop()
         self.evictor.stop()
         self.podgroups.stop()
@@ -240,6 +262,13 @@ class Controller:
                             request_timeout=self.config.api_timeout_seconds * 15, backoff_max=30.0)
         return informer
 
+    def _watch_failed(self, what: str, message: str) -> None:
+        """A Queue or namespace watch that fails before it has listed: why their gangs wait. A cluster that does not
+        serve Queues (the CRD is not installed: 404) has none; the watch keeps trying, for when it is."""
+        if what == "queue" and "HTTP 404" in message:
+            message = ""
+        self._enqueue(f"{what}-watch", message, {})
+
     def _root_status(self, resource: RootResource, problem: str) -> None:
         self._enqueue("root-watch", problem, {"group": resource.group, "version": resource.version,
                                               "kind": resource.kind})
@@ -257,6 +286,23 @@ class Controller:
                 self.state.delete_budget(obj)
             else:
                 self.state.upsert_budget(obj)
+        elif what == "queue":
+            if kind == "DELETED":
+                self.state.queues.delete(obj)
+                self.queue_status.forget(str(meta.get("name")))
+            else:
+                self.state.queues.upsert(obj)
+        elif what == "namespace":
+            if kind == "DELETED":
+                self.state.queues.delete_namespace(obj)
+            else:
+                self.state.queues.upsert_namespace(obj)
+        elif what == "queue-watch":  # ``kind`` is the problem ("" once listed); once listed it stays valid
+            if self.state.queues.problem is not None:
+                self.state.queues.listing(kind)
+        elif what == "namespace-watch":
+            if self.state.queues.namespaces_problem is not None:
+                self.state.queues.listing_namespaces(kind)
         elif what == "root-watch":  # ``kind`` is the problem ("" once listed)
             self.state.roots.watching(obj["group"], obj["version"], obj["kind"], kind)
         elif what == "preemption":  # a victim that could not be preempted: no longer waited for
@@ -324,6 +370,7 @@ class Controller:
         self._preempt(cycle.preemptions)
         self._report(cycle)
         self._status(cycle, now)
+        self._queues()
         self._short = {d.key[0] for d in cycle.gangs if d.cause == Cause.MEMBERS}
         self._check_pods(now)
         return cycle
@@ -538,6 +585,18 @@ class Controller:
         if changed or gone:
             self.podgroups.submit(changed, gone)
             self.metrics.set_gang_phases({str(phase): n for phase, n in self._statuses.counts.items()})
+
+    def _queues(self) -> None:
+        """Each Queue's status to its writer (written only when changed), and the per-Queue gauges."""
+        quota = self.engine.quota
+        for name, view in quota.queues.items():
+            self.queue_status.want(name, quota.status(name))
+            self.metrics.queue_gangs.labels(name, "admitted").set(view.admitted)
+            self.metrics.queue_gangs.labels(name, "pending").set(view.pending)
+        for name in self._gauged - set(quota.queues):
+            for state in ("admitted", "pending"):
+                self.metrics.queue_gangs.remove(name, state)
+        self._gauged = set(quota.queues)
 
     def _announce(self, decision: GangDecision) -> None:
         """The gang's events, as ``controller/announce.py`` decides them: on phase transitions and material changes,

@@ -21,6 +21,7 @@ from typing import Any
 from controller.capacity import add, subtract
 from controller.members import GangKey, NodeView, PodView, node_view, pod_view
 from controller.predicates import HostPort
+from controller.queues import QueueInputs
 from controller.roots import Roots
 from gang.resources import Resources
 from gang.selectors import selector_matches
@@ -176,6 +177,7 @@ class ClusterState:
         self.scheduler_seen: dict[str, float] = {}  # schedulerName -> when a scheduler last acted on one of its pods
         self.absent: dict[str, float] = {}  # schedulerName -> since when none serves it (controller/schedulers.py)
         self._owned: dict[str, set[GangKey]] = {}  # root uid -> its gangs (a root's change concerns them)
+        self.queues = QueueInputs()  # Queues and the namespaces they select (controller/queues.py)
 
     # --- PodDisruptionBudgets ------------------------------------------------------------------------
 

@@ -159,6 +159,7 @@ class Desired:
     # What its root asks (``controller/roots.py``), for the spec's schedule timeout; None while it cannot be read.
     constraints: Mapping[str, str] | None = None
     gone: bool = False  # no member pod is left (``emptied``): written once, never created for
+    queue: str = ""  # the Queue it belongs to, recorded in spec.queue
 
 
     @property
@@ -253,6 +254,10 @@ def waiting_for(decision: GangDecision, phase: Phase, counts: Counts, needed: in
             return "pinning (mixed gang)"
         if decision.cause in (Cause.ROOT, Cause.ROOT_UNSEEN):
             return "its root's constraints"
+        if decision.cause == Cause.QUOTA:
+            return "quota"
+        if decision.cause == Cause.QUEUE_UNKNOWN:
+            return "its queue"
         short = short_resources(decision.reason, requested)
         return "capacity: " + ", ".join(short) if short else "capacity"
     if phase is Phase.RELEASING:
@@ -325,6 +330,10 @@ def conditions(decision: GangDecision, phase: Phase, reason: str, shadow_nodes: 
         plan = _condition("Schedulable", None, "MixedGangUnpinned", reason)
     elif decision.cause in (Cause.ROOT, Cause.ROOT_UNSEEN):
         plan = _condition("Schedulable", None, "ConstraintsUnknown", reason)
+    elif decision.cause == Cause.QUOTA:
+        plan = _condition("Schedulable", False, "InsufficientQuota", reason)
+    elif decision.cause == Cause.QUEUE_UNKNOWN:
+        plan = _condition("Schedulable", None, "QueueUnknown", reason)
     else:
         plan = _condition("Schedulable", False, "InsufficientCapacity", reason)
     if shadow_nodes:
@@ -419,7 +428,7 @@ def desired(decision: GangDecision, members: list[PodView], facts: Facts, now: f
     name = root.name if root is not None and root.explicit else podgroup_name(decision.key[1])  # the user's PodGroup
     return Desired(decision.key, name, root, sample, phase,
                    min_member, len(expected), classes.most_common(1)[0][0] if classes else "", status,
-                   started if started > 0 else now, now, all(p.deleting for p in members))
+                   started if started > 0 else now, now, all(p.deleting for p in members), queue=decision.queue)
 
 
 def emptied(last: Desired, now: float) -> Desired:
@@ -437,7 +446,7 @@ def emptied(last: Desired, now: float) -> Desired:
     decision = GangDecision(last.key, "", Verdict.WAIT, reason, cause=Cause.MEMBERS, size=last.min_member)
     fresh = desired(decision, [], Facts(), now)
     return replace(fresh, name=last.name, root=last.root, sample=last.sample, priority_class=last.priority_class,
-                   constraints=last.constraints, leaving=False, gone=True)
+                   constraints=last.constraints, leaving=False, gone=True, queue=last.queue)
 
 
 _COUNTED = ("members", "present", "gated", "released", "bound", "running", "succeeded", "failed", "expected")
@@ -491,6 +500,8 @@ def spec_for(want: Desired, root_annotations: Mapping[str, str]) -> Obj:
         spec["priorityClassName"] = want.priority_class
     if want.expected_members:
         spec["expectedMembers"] = want.expected_members
+    if want.queue:
+        spec["queue"] = want.queue
     return spec
 
 
@@ -551,7 +562,7 @@ class Tracker:
             replacing = any(v.until > now for v in state.vacancies.get(key, ()))
             preempted = state.preempted.get(key)
             inputs = (state.gang_versions.get(key), decision.decision, decision.cause, decision.reason,
-                      decision.timed_out, decision.size, key in state.whole, replacing, preempted,
+                      decision.timed_out, decision.size, key in state.whole, replacing, preempted, decision.queue,
                       tuple(sorted(decision.plan.items())), tuple(sorted(decision.shadow.items())))
             if self._inputs.get(key) == inputs:
                 continue

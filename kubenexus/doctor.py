@@ -26,7 +26,7 @@ from typing import Any
 from certs.issue import load_bundle, signed_by
 from controller.run import LEASE_NAME
 from controller.status import podgroup_name
-from gang import keys
+from gang import keys, queues
 from gang.adapters.table import ROOT_RESOURCES
 from gang.config import Config, ConfigError, config_from_text, config_or_exit
 from gang.objects import Obj
@@ -74,6 +74,9 @@ def required_access(config: Config) -> dict[str, list[Access]]:
     controller += [(verb, keys.PODGROUP_GROUP, keys.PODGROUP_PLURAL, "", "") for verb in ("list", "watch", "create",
                                                                                          "patch")]
     controller += [("patch", keys.PODGROUP_GROUP, f"{keys.PODGROUP_PLURAL}/status", "", "")]
+    controller += [(verb, queues.GROUP, queues.PLURAL, "", "") for verb in ("list", "watch")]  # controller/queues.py
+    controller += [("patch", queues.GROUP, f"{queues.PLURAL}/status", "", ""),
+                   *((verb, "", "namespaces", "", "") for verb in ("list", "watch"))]
     controller += [(verb, root.group, root.plural, "", "") for root in ROOT_RESOURCES for verb in ("list", "watch")]
     return {"kubenexus-webhook": webhook, "kubenexus-controller": controller}
 

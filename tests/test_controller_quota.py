@@ -1,0 +1,185 @@
+"""Queues in the decision pass (controller/quota.py): quota admission, borrowing within a cohort, fair-share order,
+StrictFIFO, and gangs whose Queue cannot be told. Nodes of 8 cpu; members 1 cpu unless said; every expected figure
+below is worked out in the comment above it from the Queues' specs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controller.engine import Cause, Engine, Verdict
+from controller.quota import MAX_SHARE
+from controller.state import ClusterState
+from gang.config import Config
+from tests.support.contract import GROUP, MIN, OWNER, OWNER_UID
+from tests.support.state_objects import node, pod, root, watch_roots
+
+pytestmark = pytest.mark.unit
+
+T0 = 1_800_000_000.0
+
+
+def member(name: str, gang: str, size: int, cpu: str = "1", where: str = "", namespace: str = "ml",
+           priority: int = 0, created: str = "2026-11-22T10:00:00Z") -> dict[str, Any]:
+    obj = pod(name, cpu, node_name=where, gated=not where, phase="Running" if where else "Pending")
+    obj["metadata"].update(namespace=namespace, uid=f"uid-{namespace}-{name}", creationTimestamp=created,
+                           labels={GROUP: gang, MIN: str(size)},
+                           annotations={OWNER_UID: f"root-{namespace}-{gang}"})
+    obj["spec"]["priority"] = priority
+    return obj
+
+
+def gang(name: str, size: int, cpu: str = "1", namespace: str = "ml", where: list[str] | None = None,
+         **extra: Any) -> list[dict[str, Any]]:
+    return [member(f"{name}-{i}", name, size, cpu, where[i] if where else "", namespace, **extra) for i in range(size)]
+
+
+def queue(name: str, cpu: str, namespace: str = "", cohort: str = "", **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"nominalQuota": {"cpu": cpu}, **spec}
+    if namespace:
+        body["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+    if cohort:
+        body["cohort"] = cohort
+    return {"metadata": {"name": name, "creationTimestamp": "2026-11-22T09:00:00Z"}, "spec": body}
+
+
+def world(nodes: int, queues: list[dict[str, Any]], *pods: dict[str, Any],
+          namespaces: tuple[str, ...] = ("ml", "a", "b", "c")) -> tuple[ClusterState, Engine]:
+    state = ClusterState()
+    for i in range(nodes):
+        state.upsert_node(node(f"n{i}", cpu="8"))
+    state.queues.listing("")
+    state.queues.listing_namespaces("")
+    for name in namespaces:
+        state.queues.upsert_namespace({"metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}}})
+    for obj in queues:
+        state.queues.upsert(obj)
+    watch_roots(state)
+    for obj in pods:
+        state.upsert_pod(obj, T0)
+    return state, Engine(state, Config())
+
+
+def decision(cycle: Any, name: str, namespace: str = "ml") -> Any:
+    return next(d for d in cycle.gangs if d.name == name and d.key[0] == namespace)
+
+
+def released(cycle: Any) -> set[str]:
+    return {f"{d.key[0]}/{d.name}" for d in cycle.gangs if d.decision == Verdict.RELEASE}
+
+
+def test_quota_holds_a_gang_the_nodes_could_take_and_frees_it_when_usage_drops() -> None:
+    # team (4 cpu) runs "first" (2 x 1 cpu on n0): usage 2; "second" (2 x 2 cpu) would make 6 > 4.
+    state, engine = world(2, [queue("team", "4", "ml")], *gang("first", 2, where=["n0", "n0"]), *gang("second", 2, "2"))
+    cycle = engine.cycle(T0 + 1)
+    second = decision(cycle, "second")
+    assert second.decision == Verdict.WAIT and second.cause == Cause.QUOTA
+    assert second.reason == "queue team: cpu 2/4 nominal; the gang needs 4", second.reason
+    assert decision(cycle, "first").queue == "team" and second.queue == "team"
+    for i in range(2):
+        state.delete_pod(f"uid-ml-first-{i}", T0 + 2)
+    assert "ml/second" in released(engine.cycle(T0 + 3))
+
+
+def test_no_queue_selecting_the_namespace_leaves_the_gang_as_it_was() -> None:
+    state, engine = world(1, [queue("team", "1", "other")], *gang("free", 2, "2"))
+    cycle = engine.cycle(T0 + 1)
+    assert "ml/free" in released(cycle) and decision(cycle, "free").queue == ""
+
+
+def test_borrowing_from_the_cohort_up_to_the_borrowing_limit() -> None:
+    # a (4 cpu) and b (8 cpu, idle) in cohort research: a's 6 cpu gang borrows 2 of b's unused 8.
+    queues = [queue("qa", "4", "a", "research"), queue("qb", "8", "b", "research")]
+    state, engine = world(2, queues, *gang("big", 2, "3", "a"))
+    assert "a/big" in released(engine.cycle(T0 + 1))
+    # with borrowingLimit 1, 4 + 1 = 5 < 6
+    limited = [queue("qa", "4", "a", "research", borrowingLimit={"cpu": "1"}), queue("qb", "8", "b", "research")]
+    state, engine = world(2, limited, *gang("big", 2, "3", "a"))
+    waits = decision(engine.cycle(T0 + 1), "big", "a")
+    assert waits.cause == Cause.QUOTA
+    assert waits.reason == "queue qa: cpu 0/4 nominal, borrowing limit 1; the gang needs 6", waits.reason
+
+
+def test_a_cohort_lends_only_what_its_queues_do_not_use() -> None:
+    # qb uses 7 of its 8: the cohort has 4 + 8 - 7 = 5 free; a's gang needs 6 (2 beyond its nominal, more than the
+    # 5 - 4 = 1 qb does not use).
+    queues = [queue("qa", "4", "a", "research"), queue("qb", "8", "b", "research")]
+    state, engine = world(2, queues, *gang("busy", 7, "1", "b", where=["n1"] * 7), *gang("big", 2, "3", "a"))
+    waits = decision(engine.cycle(T0 + 1), "big", "a")
+    assert waits.cause == Cause.QUOTA
+    assert waits.reason == "queue qa: cpu 0/4 nominal, cohort research has 5 to lend; the gang needs 6", waits.reason
+
+
+def test_a_queue_whose_nominal_quota_was_lent_says_so() -> None:
+    # qb (4) borrowed qa's 8: it uses 12. qa's 4 cpu gang is within qa's nominal, but the cohort has 0 free.
+    queues = [queue("qa", "8", "a", "research"), queue("qb", "4", "b", "research")]
+    busy = gang("busy", 12, "1", "b", where=["n0"] * 8 + ["n1"] * 4)
+    state, engine = world(3, queues, *busy, *gang("mine", 4, "1", "a"))
+    waits = decision(engine.cycle(T0 + 1), "mine", "a")
+    assert waits.cause == Cause.QUOTA
+    assert waits.reason == ("queue qa: cpu 0/8 nominal, but cohort research has lent the rest: 0 free in the "
+                            "cohort; the gang needs 4"), waits.reason
+
+
+def test_usage_counts_terminating_members_and_room_held_for_members_to_come() -> None:
+    # team 4 cpu: "leaving" (2 x 1 cpu) is terminating but still on n0: usage 2, so "next" (2 x 2 cpu) waits.
+    leaving = gang("leaving", 2, where=["n0", "n0"])
+    for obj in leaving:
+        obj["metadata"]["deletionTimestamp"] = "2026-11-22T10:05:00Z"
+    state, engine = world(1, [queue("team", "4", "ml")], *leaving, *gang("next", 2, "2"))
+    assert decision(engine.cycle(T0 + 1), "next").cause == Cause.QUOTA
+
+
+def test_strict_fifo_holds_a_queues_later_gangs_behind_its_head_and_no_other_queue() -> None:
+    # qs (StrictFIFO, 4 cpu): "head" (2 x 3 cpu, oldest) never fits its quota; "small" (1 cpu) would.
+    # qo (BestEffortFIFO, 4 cpu) likewise, and its small gang passes its head.
+    queues = [queue("qs", "4", "a", queueingStrategy="StrictFIFO"), queue("qo", "4", "b")]
+    pods = [*gang("head", 2, "3", "a", created="2026-11-22T09:00:00Z"), *gang("small", 1, "1", "a"),
+            *gang("head", 2, "3", "b", created="2026-11-22T09:00:00Z"), *gang("small", 1, "1", "b")]
+    state, engine = world(2, queues, *pods)
+    cycle = engine.cycle(T0 + 1)
+    held = decision(cycle, "small", "a")
+    assert held.cause == Cause.QUOTA and held.reason == "queued behind gang a/head, the head of StrictFIFO queue qs"
+    assert "b/small" in released(cycle)
+
+
+def test_fair_sharing_splits_what_the_cohort_lends_by_weight() -> None:
+    # lender (24 cpu, idle), light (weight 1) and heavy (weight 2), each 0 nominal, in cohort pool; each has a backlog
+    # of 1 cpu gangs. All 24 cpu get borrowed, heavy's share (borrowed / 24 / 2) rising half as fast: 8 and 16.
+    queues = [queue("lender", "24", "c", "pool"), queue("light", "0", "a", "pool"),
+              queue("heavy", "0", "b", "pool", fairSharing={"weight": 2})]
+    pods = [*(p for i in range(30) for p in gang(f"l{i:02}", 1, "1", "a")),
+            *(p for i in range(30) for p in gang(f"h{i:02}", 1, "1", "b"))]
+    state, engine = world(4, queues, *pods)
+    cycle = engine.cycle(T0 + 1)
+    got = released(cycle)
+    assert (sum(1 for g in got if g.startswith("a/")), sum(1 for g in got if g.startswith("b/"))) == (8, 16)
+    assert engine.quota.share("light") == 8 * 1000 // 24 and engine.quota.share("heavy") == 16 * 1000 // 24 // 2
+
+
+def test_a_weight_zero_queue_that_borrows_has_the_largest_share() -> None:
+    queues = [queue("lender", "8", "c", "pool"), queue("zero", "0", "a", "pool", fairSharing={"weight": 0})]
+    state, engine = world(1, queues, *gang("one", 1, "1", "a"))
+    engine.cycle(T0 + 1)
+    assert engine.quota.share("zero") == MAX_SHARE
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("named missing", "its root names Queue 'nope' (kubenexus.io/queue), which does not exist"),
+    ("two select", "namespace ml is selected by 2 Queues (q1, q2)"),
+    ("unreadable", "Queues cannot be read (HTTP 403: forbidden): its quota is unknown"),
+])
+def test_a_gang_whose_queue_cannot_be_told_waits_and_says_why(case: str, expected: str) -> None:
+    queues = [queue("q1", "8", "ml"), queue("q2", "8", "ml") if case == "two select" else queue("q2", "8", "x")]
+    pods = gang("job", 2)
+    if case == "named missing":
+        for obj in pods:
+            obj["metadata"]["annotations"][OWNER] = "kubeflow.org/v1/PyTorchJob/job"
+    state, engine = world(1, queues, *pods)
+    watch_roots(state, root("kubeflow.org/v1", "PyTorchJob", "job", "root-ml-job", {"kubenexus.io/queue": "nope"}))
+    if case == "unreadable":
+        state.queues.listing("HTTP 403: forbidden")
+    waits = decision(engine.cycle(T0 + 1), "job")
+    assert waits.decision == Verdict.WAIT and waits.cause == Cause.QUEUE_UNKNOWN
+    assert expected in waits.reason, waits.reason
