@@ -27,7 +27,8 @@ import yaml
 from cluster.selectors import parse_field_selector, parse_label_selector
 
 #: (group, kind) of the cluster-scoped kinds a test may store here; every other kind is namespaced.
-_CLUSTER_SCOPED = frozenset({("", "Namespace"), ("", "Node"), ("trainer.kubeflow.org", "ClusterTrainingRuntime")})
+_CLUSTER_SCOPED = frozenset({("", "Namespace"), ("", "Node"), ("trainer.kubeflow.org", "ClusterTrainingRuntime"),
+                             ("scheduling.kubenexus.io", "Queue")})
 
 
 def resource_of(kind: str) -> str:

@@ -264,23 +264,12 @@ class _Decider:
             ns_label = self.namespace_label()
         except LookupFailed as exc:
             return self.unresolved(f"reading namespace {self.namespace}: {exc}")
-        if ns_label == keys.NAMESPACE_DISABLED:
-            return self.skip(f"namespace {self.namespace} is labelled {keys.GANG_SCHEDULING}=disabled")
-        if self.explicit_name or root is None:
+        if ns_label != keys.NAMESPACE_DISABLED and (self.explicit_name or root is None):
             return None
-        opt = _dict(_dict(root.get("metadata")).get("annotations")).get(keys.GANG_SCHEDULING)
-        if opt == keys.ROOT_OPT_IN:
-            self.reasons.append(f"root {owner_string(root)} opts in ({keys.GANG_SCHEDULING}=true)")
-        elif opt == keys.ROOT_OPT_OUT:
-            return self.skip(f"root {owner_string(root)} opts out ({keys.GANG_SCHEDULING}=false)")
-        elif opt is not None:
-            return self.skip(f"root {owner_string(root)} has invalid {keys.GANG_SCHEDULING}={opt!r}", warn=True)
-        elif ns_label == keys.NAMESPACE_ENABLED:
-            self.reasons.append(f"namespace {self.namespace} is labelled {keys.GANG_SCHEDULING}=enabled")
-        elif self.config.auto_inject == "all":
-            self.reasons.append("autoInject: all")
-        else:
-            return self.skip(f"root {owner_string(root)} is not opted in to gang scheduling")
+        opted, reason, warn = root_opt_in(root, self.namespace, ns_label, self.config)
+        if not opted:
+            return self.skip(reason, warn=warn)
+        self.reasons.append(reason)
         return None
 
     def finish(self, membership: Membership, root: Obj | None, pod_group: bool = False) -> Decision:
@@ -294,6 +283,27 @@ class _Decider:
         if markers:
             return self.skip(f"pod is gang-scheduled natively ({', '.join(markers)})", warn=True)
         return self.gang(membership, root, pod_group)
+
+
+def root_opt_in(root: Obj | None, namespace: str, ns_label: str | None, config: Config) -> tuple[bool, str, bool]:
+    """Whether the pods of ``root`` in ``namespace`` (labelled ``ns_label``) are gang-scheduled, why, and whether the
+    reason deserves a warning: the namespace's opt-out, the root's annotation, the namespace's opt-in, the config.
+    (A namespace the config excludes is never considered, and the pod's own labels come first: ``decide``.)"""
+    if ns_label == keys.NAMESPACE_DISABLED:
+        return False, f"namespace {namespace} is labelled {keys.GANG_SCHEDULING}=disabled", False
+    where = f"root {owner_string(root)}" if root is not None else "the pod"
+    opt = _dict(_dict((root or {}).get("metadata")).get("annotations")).get(keys.GANG_SCHEDULING)
+    if opt == keys.ROOT_OPT_IN:
+        return True, f"{where} opts in ({keys.GANG_SCHEDULING}=true)", False
+    if opt == keys.ROOT_OPT_OUT:
+        return False, f"{where} opts out ({keys.GANG_SCHEDULING}=false)", False
+    if opt is not None:
+        return False, f"{where} has invalid {keys.GANG_SCHEDULING}={opt!r}", True
+    if ns_label == keys.NAMESPACE_ENABLED:
+        return True, f"namespace {namespace} is labelled {keys.GANG_SCHEDULING}=enabled", False
+    if config.auto_inject == "all":
+        return True, "autoInject: all", False
+    return False, f"{where} is not opted in to gang scheduling", False
 
 
 def decide(pod: Obj, namespace: str, source: ObjectSource, config: Config,

@@ -23,9 +23,10 @@ from gang import keys
 from gang.adapters.base import WorkloadAdapter
 from gang.adapters.table import adapter_for
 from gang.config import Config
-from gang.kinds import POD_GROUP
+from gang.kinds import NAMESPACE, POD_GROUP
 from gang.names import is_dns_subdomain, is_label_key, is_label_value
 from gang.objects import Deadline, LookupFailed, Obj, ObjectSource
+from gang.queues import QueueProblem, QueueSpec, queue_of
 
 
 class Refusal(IntEnum):
@@ -350,6 +351,50 @@ def root_warnings(obj: Obj, old: Obj | None, kind: str) -> list[str]:
     return found
 
 
+def _root_write(request: Obj) -> str | None:
+    """The kind of the root object a CREATE or UPDATE writes, or None for any other request."""
+    kind, obj = request["kind"], request.get("object")
+    if request.get("subResource") or request["operation"] not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
+        return None
+    group = kind.get("group", "")
+    api_version = f"{group}/{kind.get('version', '')}" if group else str(kind.get("version"))
+    return str(kind.get("kind")) if adapter_for(api_version, str(kind.get("kind"))) is not None else None
+
+
+def queue_warnings(request: Obj, queues: Mapping[str, QueueSpec] | None, unknown: str, namespaces: ObjectSource,
+                   deadline: Deadline | None = None) -> tuple[str, ...]:
+    """What will keep the gang of an applied root waiting for its Queue, in the gate controller's words
+    (``gang/queues.py`` ``queue_of``): ``kubenexus.io/queue`` naming a Queue that does not exist (on CREATE, or an
+    UPDATE that changes it) or, on a CREATE without it, a namespace that two or more Queues select.
+
+    Warned, never denied: the Queue may be created next. ``queues`` is None while they are not known (``unknown``
+    says why), and the warning says the Queue could not be checked rather than nothing. ``namespaces`` gives the
+    namespace's labels (read within ``deadline``), only when some Queue selects namespaces.
+    """
+    if _root_write(request) is None:
+        return ()
+    obj, old = request["object"], request.get("oldObject")
+    named = meta_map(obj, "annotations").get(keys.QUEUE)
+    if request["operation"] == "UPDATE" and (not named or named == meta_map(old, "annotations").get(keys.QUEUE)):
+        return ()
+    namespace = str(request.get("namespace") or "")
+
+    def unchecked(why: str) -> tuple[str, ...]:
+        return (f"kubenexus: its Queue could not be checked ({why}); if gang-scheduled, its gang waits while its "
+                "Queue cannot be told, and its PodGroup says why",)
+
+    if queues is None:
+        return unchecked(f"Queues are not known: {unknown}")
+    labels: Mapping[str, Any] = {}
+    if not named and any(queue.selector is not None for queue in queues.values()):
+        try:
+            labels = meta_map(namespaces.get(NAMESPACE, "v1", None, namespace, deadline=deadline) or {}, "labels")
+        except LookupFailed as exc:
+            return unchecked(f"namespace {namespace} could not be read: {exc}")
+    found = queue_of(str(named) if named else None, namespace, labels, queues)
+    return (f"kubenexus: if gang-scheduled, its gang waits: {found.reason}",) if isinstance(found, QueueProblem) else ()
+
+
 def warnings(request: Obj) -> tuple[str, ...]:
     """The warnings of an allowed request: a Namespace with labels or annotations the webhook ignores
     (``namespace_warnings``), a root whose edit or labels do not do what they seem to (``root_warnings``).
@@ -362,15 +407,14 @@ def warnings(request: Obj) -> tuple[str, ...]:
     kind, obj, old = request["kind"], request.get("object"), request.get("oldObject")
     if request.get("subResource") or request["operation"] not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
         return ()
-    group = kind.get("group", "")
-    if (group, kind.get("kind")) == ("", "Namespace"):
+    if (kind.get("group", ""), kind.get("kind")) == ("", "Namespace"):
         found = namespace_warnings(obj)
     else:
-        api_version = f"{group}/{kind.get('version', '')}" if group else str(kind.get("version"))
-        if adapter_for(api_version, str(kind.get("kind"))) is None:
+        root_kind = _root_write(request)
+        if root_kind is None:
             return ()
         found = root_warnings(obj, old if request["operation"] == "UPDATE" and isinstance(old, dict) else None,
-                              str(kind.get("kind")))
+                              root_kind)
     return tuple(f"kubenexus: {text}" for text in found)
 
 

@@ -3,7 +3,8 @@
 Each check is a small function returning findings; the command prints them all (problems
 first) and exits 1 when any check found a problem. The checks read only what an operator
 with cluster-admin can read: webhook configurations, the certificate Secret, the controller's
-Lease, RBAC through SubjectAccessReviews, the namespaces' gang-scheduling labels, the pods held
+Lease, RBAC through SubjectAccessReviews, the namespaces' gang-scheduling labels, the Queues (a namespace two
+select, an opted-in root naming one that does not exist: their gangs wait), the pods held
 by the gang gate with the controller's latest event about their gang (a gang waiting for
 capacity or members is reported as waiting, not as a problem), and the gangs' PodGroups that
 are not running, with their phase and reason.
@@ -29,9 +30,11 @@ from controller.status import podgroup_name
 from gang import keys, queues
 from gang.adapters.table import ROOT_RESOURCES
 from gang.config import Config, ConfigError, config_from_text, config_or_exit
+from gang.decide import root_opt_in
 from gang.objects import Obj
 from gang.validate import check_namespace_label
 from kube.client import api_request
+from kube.root_watch import path_of
 from kubenexus.errors import FOUND
 from kubenexus.live import connect, get
 from kubenexus.output import add_output, dump
@@ -57,6 +60,7 @@ def required_access(config: Config) -> dict[str, list[Access]]:
     webhook += [("get", "", "pods", "", ""), ("get", "batch", "jobs", "", "")]
     webhook += [(verb, root.group, root.plural, "", "") for root in ROOT_RESOURCES for verb in ("list", "watch")]
     webhook += [("create", "events.k8s.io", "events", "", "")]  # webhook/skips.py
+    webhook += [(verb, queues.GROUP, queues.PLURAL, "", "") for verb in ("list", "watch")]  # kube/queues.py
     if config.certs_mode == "self-managed":  # certs ensure: the Secret and the caBundles of both configurations
         webhook += [("get", "", "secrets", ns, config.certs_secret), ("update", "", "secrets", ns, config.certs_secret),
                     ("create", "", "secrets", ns, "")]
@@ -459,9 +463,50 @@ def check_namespace_labels(cluster: Cluster, config: Config, now: datetime.datet
                                f"{counts}" + (f", {len(findings)} invalid" if findings else ""))]
 
 
+# --- queues -------------------------------------------------------------------------------------------------
+
+
+def check_queues(cluster: Cluster, config: Config, now: datetime.datetime) -> list[Finding]:
+    """What makes gangs wait for their Queue, in the gate controller's words (gang/queues.py ``queue_of``): a
+    namespace that two or more Queues select (its gangs that do not name their Queue wait), an opted-in root that
+    names a Queue that does not exist. Applying either prints a warning, which nobody reads in a GitOps apply."""
+    listed = cluster.get(f"/apis/{queues.GROUP}/{queues.VERSION}/{queues.PLURAL}")
+    if listed is None:
+        return [Finding(True, "queues", "the Queue CRD is not installed: gangs are decided without Queues")]
+    specs = {spec.name: spec for spec in map(queues.parse_queue, listed.get("items") or [])}
+    labels = {str(ns["metadata"]["name"]): ns["metadata"].get("labels") or {}
+              for ns in (cluster.get("/api/v1/namespaces") or {}).get("items", [])}
+    findings = []
+    for namespace, values in sorted(labels.items()):
+        found = queues.queue_of(None, namespace, values, specs)
+        if isinstance(found, queues.QueueProblem):
+            findings.append(Finding(False, "queues", found.reason))
+    overlaps = len(findings)
+    seen: set[tuple[str, str, str]] = set()
+    for resource in ROOT_RESOURCES:
+        for root in (cluster.get(path_of(resource)) or {}).get("items", []):
+            meta = root.get("metadata") or {}
+            namespace, named = str(meta.get("namespace") or ""), (meta.get("annotations") or {}).get(keys.QUEUE)
+            key = (resource.kind, namespace, str(meta.get("name")))
+            if not named or named in specs or key in seen or config.is_excluded(namespace):
+                continue
+            seen.add(key)
+            if not root_opt_in(root, namespace, labels.get(namespace, {}).get(keys.GANG_SCHEDULING), config)[0]:
+                continue
+            found = queues.queue_of(str(named), namespace, labels.get(namespace), specs)
+            if isinstance(found, queues.QueueProblem):
+                findings.append(Finding(False, "queues", f"{resource.kind} {namespace}/{key[2]}: its gang waits: "
+                                                         f"{found.reason}"))
+    summary = f"{len(specs)} Queue(s)"
+    if findings:
+        summary += (f": {overlaps} namespace(s) selected by more than one, {len(findings) - overlaps} root(s) naming "
+                    "a Queue that does not exist")
+    return findings + [Finding(True, "queues", summary)]
+
+
 CHECKS: tuple[Callable[[Cluster, Config, datetime.datetime], list[Finding]], ...] = (
     check_certificates, check_endpoints, check_leader, check_rbac, check_gate_removers, check_namespace_labels,
-    check_gated, check_podgroups)
+    check_queues, check_gated, check_podgroups)
 
 
 def diagnose(cluster: Cluster, config: Config, now: datetime.datetime | None = None) -> list[Finding]:

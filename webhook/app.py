@@ -23,7 +23,8 @@ from flask import Flask, Response, request
 from gang.config import Config
 from gang.decide import Action
 from gang.objects import Deadline, ObjectSource
-from gang.validate import validate, warnings
+from gang.validate import queue_warnings, validate, warnings
+from kube.queues import WatchedQueues
 from webhook import metrics
 from webhook.review import BadRequest, admit_pod, parse_review, review_response
 from webhook.skips import SkipNotices
@@ -35,7 +36,10 @@ _STATUS = {200: "200 OK", 400: "400 BAD REQUEST"}  # werkzeug's status lines
 
 
 def create_app(config: Config, source: ObjectSource, ready: Callable[[], tuple[bool, str]],
-               notices: SkipNotices | None = None) -> Flask:
+               notices: SkipNotices | None = None, queues: WatchedQueues | None = None,
+               namespaces: ObjectSource | None = None) -> Flask:
+    """The app answering admission from ``source``; with ``queues`` (and ``namespaces``, whose labels Queues
+    select by), roots whose Queue will hold their gang are warned about (gang/validate.py ``queue_warnings``)."""
     app = Flask("kubenexus-webhook")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
 
@@ -81,9 +85,13 @@ def create_app(config: Config, source: ObjectSource, ready: Callable[[], tuple[b
         return admission.review, "patched" if admission.patch else "allowed"
 
     def check(req: dict) -> tuple[dict, str]:
-        denial = validate(req, config, source, Deadline(config.admission_deadline_seconds))
+        deadline = Deadline(config.admission_deadline_seconds)
+        denial = validate(req, config, source, deadline)
         if denial is None:
-            return review_response(req["uid"], warnings=warnings(req)), "allowed"
+            found = warnings(req)
+            if queues is not None:
+                found += queue_warnings(req, queues.specs(deadline), queues.problem, namespaces or source, deadline)
+            return review_response(req["uid"], warnings=found), "allowed"
         log.info("request denied", extra={"uid": req["uid"], "namespace": req.get("namespace"),
                                           "kind": req["kind"].get("kind"), "denial": denial.message})
         return review_response(req["uid"], allowed=False, message=denial.message, code=int(denial.code)), "denied"

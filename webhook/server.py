@@ -44,6 +44,7 @@ from kube.fresh_roots import FALLBACK_TTL_SECONDS as ROOT_FALLBACK_TTL_SECONDS
 from kube.fresh_roots import FreshRoots
 from kube.namespaces import FALLBACK_TTL_SECONDS, ListedNamespaces, WatchedNamespaces
 from kube.owner_cache import CachedSource
+from kube.queues import WatchedQueues
 from kube.source import ApiSource
 
 READY_CACHE_SECONDS = 5.0
@@ -122,7 +123,7 @@ class Readiness:
 
 def build_app(config: Config) -> Any:
     """The Flask app of one worker (gunicorn loads it after the fork), with its API client, cache, the watches of
-    namespaces and roots, and checks."""
+    namespaces, roots and Queues, and checks."""
     from webhook.app import create_app
     from webhook.metrics import APISERVER_REACHABLE, record_cache_size, record_read
     from webhook.skips import SkipNotices
@@ -133,13 +134,13 @@ def build_app(config: Config) -> Any:
     roots = FreshRoots(api_client(config), owners,  # roots as they are now: edits decide the pods created after them
                        CachedSource(api, ROOT_FALLBACK_TTL_SECONDS, config.owner_cache_max_entries,
                                     config.owner_cache_max_bytes), timeout=config.api_timeout_seconds * 5).start()
-    source = WatchedNamespaces(api_client(config), roots,
-                               CachedSource(ListedNamespaces(api), FALLBACK_TTL_SECONDS,
-                                            config.owner_cache_max_entries)).start()
+    listed = CachedSource(ListedNamespaces(api), FALLBACK_TTL_SECONDS, config.owner_cache_max_entries)
+    source = WatchedNamespaces(api_client(config), roots, listed).start()
+    queues = WatchedQueues(api_client(config)).start()  # for the warnings on roots whose Queue will hold them
     apiserver = ApiserverWatch(api.ping, lambda up: APISERVER_REACHABLE.set(1 if up else 0)).start()
     notices = SkipNotices(EventRecorder(api_client(config), controller="kubenexus-webhook",
                                         instance=f"{socket.gethostname()}_{os.getpid()}"))
-    app = create_app(config, source, Readiness(config, apiserver), notices)
+    app = create_app(config, source, Readiness(config, apiserver), notices, queues, listed)
     # What is loaded by now (modules, the app, the API client) lives as long as the worker: out of the collector's
     # sight, its full passes walk only what requests leave behind.
     gc.freeze()
