@@ -1,8 +1,9 @@
 """The documentation site against the code: every annotation and label (gang/keys.py), configuration key
 (gang/config.py), command (kubenexus/cli.py), metric (controller/metrics.py, webhook/metrics.py), event reason
-(controller/) and PodGroup field (deploy/base/podgroup-crd.yaml) the code defines is the first column of a row of its
-reference page, and nothing else is; the version has its CHANGELOG section and its upgrade notes. Each list is read
-from the code, never written out here. (`mkdocs build --strict` in `make test` checks the links and the navigation.)
+(controller/), PodGroup and Queue field (deploy/base/podgroup-crd.yaml, queue-crd.yaml) the code defines is the first
+column of a row of its reference page, and nothing else is; the version has its CHANGELOG section and its upgrade
+notes. Each list is read from the code, never written out here. (`mkdocs build --strict` in `make test` checks the
+links and the navigation.)
 """
 
 from __future__ import annotations
@@ -66,11 +67,20 @@ def defined_event_reasons() -> set[str]:
             and re.fullmatch(r"Gang[A-Z][A-Za-z]+", node.value)}
 
 
-def defined_podgroup_fields() -> set[str]:
-    crd = yaml.safe_load((ROOT / "deploy/base/podgroup-crd.yaml").read_text())
+def defined_crd_fields(file: str, nested: bool = False) -> set[str]:
+    """The fields of a CRD's spec and status; ``nested``: those of their objects' own properties instead of the
+    objects (not of an atomic object, such as a label selector)."""
+    crd = yaml.safe_load((ROOT / "deploy/base" / file).read_text())
     [served] = crd["spec"]["versions"]
     schema = served["schema"]["openAPIV3Schema"]["properties"]
-    return {f"{part}.{name}" for part in ("spec", "status") for name in schema[part]["properties"]}
+
+    def fields(path: str, node: dict) -> set[str]:
+        if nested and node.get("properties") and node.get("x-kubernetes-map-type") != "atomic":
+            return {field for name, child in node["properties"].items() for field in fields(f"{path}.{name}", child)}
+        return {path}
+
+    return {field for part in ("spec", "status") for name, child in schema[part]["properties"].items()
+            for field in fields(f"{part}.{name}", child)}
 
 
 @pytest.mark.parametrize(("page", "defined"), [
@@ -79,7 +89,8 @@ def defined_podgroup_fields() -> set[str]:
     ("cli.md", defined_commands),
     ("metrics.md", defined_metrics),
     ("events.md", defined_event_reasons),
-    ("podgroup.md", defined_podgroup_fields),
+    ("podgroup.md", lambda: defined_crd_fields("podgroup-crd.yaml")),
+    ("queue.md", lambda: defined_crd_fields("queue-crd.yaml", nested=True)),
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_the_reference_lists_what_the_code_defines(page: str, defined: object) -> None:
     code = defined()  # type: ignore[operator]
@@ -94,6 +105,9 @@ def test_the_lists_are_read_from_the_code() -> None:
     assert {"kubenexus certs ensure", "kubenexus cluster serve"} <= defined_commands()
     assert "kubenexus_controller_gangs_not_scheduled" in defined_metrics()
     assert {"GangNotScheduled", "GangMemberEscaped", "GangReleased"} <= defined_event_reasons()
+    queue = defined_crd_fields("queue-crd.yaml", nested=True)
+    assert {"spec.fairSharing.weight", "spec.namespaceSelector", "status.conditions"} <= queue
+    assert not {"spec.fairSharing", "spec.namespaceSelector.matchLabels"} & queue
 
 
 def test_every_version_has_its_changelog_section_and_upgrade_notes() -> None:

@@ -203,6 +203,8 @@ def test_a_healthy_installation(install: Install) -> None:
     # the namespaces' opt-in labels: the waiting gang's namespace is labelled enabled, none invalid
     namespaces = lines(out, "namespaces")
     assert len(namespaces) == 1 and namespaces[0].startswith("ok") and "1 enabled" in namespaces[0], out
+    # Queues: the CRD is installed (deploy/base), none exists
+    assert lines(out, "queues") == ["ok       [queues] 0 Queue(s)"], out
     # what it checked against: the installed configuration (deploy/base/config.yaml), read from the cluster
     [configuration] = lines(out, "configuration")
     assert configuration.startswith("ok") and "ConfigMap kubenexus-system/kubenexus-config" in configuration, out
@@ -477,6 +479,44 @@ def test_an_invalid_namespace_label(install: Install) -> None:
         assert 'use "enabled" or "disabled"' in problem, out
     finally:
         install.kube.core.delete_namespace(namespace)
+    assert install.doctor()[0] == 0
+
+
+def test_queues_whose_selectors_overlap_and_a_root_naming_a_missing_queue(install: Install) -> None:
+    """Two Queues select the same namespace (by different rules), and an opted-in Job names a Queue nobody created:
+    the gangs would wait, and the doctor says so in the gate controller's words. A Job that is not opted in names
+    one too: none of our business."""
+    custom, queues = install.kube.custom, ("scheduling.kubenexus.io", "v1alpha1", "queues")
+    made = [custom.create_cluster_custom_object(*queues, {
+        "apiVersion": "scheduling.kubenexus.io/v1alpha1", "kind": "Queue", "metadata": {"name": name},
+        "spec": {"namespaceSelector": selector}}) for name, selector in (
+        ("team-a", {"matchLabels": {"team": "a"}}),
+        ("gpu", {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gpu"]}]}),
+        ("unused", {"matchLabels": {"team": "nobody"}}))]
+    both = install.kube.namespace({"team": "a", "tier": "gpu"})
+    one = install.kube.namespace({"team": "a"})
+    named, plain = (job(name, "100m", {"kubenexus.io/queue": "research"}) for name in ("named", "plain"))
+    del plain["metadata"]["annotations"][OPT_IN]
+    for root in (named, plain):
+        root["spec"]["suspend"] = True  # no pods: only the root matters here
+        install.kube.create(one, root)
+    try:
+        code, out = install.doctor()
+        assert code == 1, out
+        assert sorted(problems(out)) == sorted([
+            f"PROBLEM  [queues] namespace {both} is selected by 2 Queues (gpu, team-a): set kubenexus.io/queue on "
+            "the root, or make the Queues' namespaceSelectors disjoint",
+            f"PROBLEM  [queues] Job {one}/named: its gang waits: its root names Queue 'research' "
+            "(kubenexus.io/queue), which does not exist: create it, or correct the annotation"]), out
+        assert ("ok       [queues] 3 Queue(s): 1 namespace(s) selected by more than one, 1 root(s) naming a Queue "
+                "that does not exist") in lines(out, "queues"), out
+    finally:
+        for queue in made:
+            custom.delete_cluster_custom_object(*queues, queue["metadata"]["name"])
+        for root in (named, plain):
+            install.kube.batch.delete_namespaced_job(root["metadata"]["name"], one)
+        for namespace in (both, one):
+            install.kube.core.delete_namespace(namespace)
     assert install.doctor()[0] == 0
 
 

@@ -40,6 +40,7 @@ from cluster.audit import Record, request_info
 from cluster.local import LocalCluster
 from cluster.rbac import BOOTSTRAP, Grant, Policy, PolicyRule, rule_allows
 from controller.run import Controller
+from gang import queues
 from gang.adapters.table import ROOT_RESOURCES
 from gang.config import Config
 from kube.client import new_api_client
@@ -87,6 +88,8 @@ pytestmark = pytest.mark.e2e
 CONTROLLER = f"system:serviceaccount:{NAMESPACE}:kubenexus-controller"
 TIMEOUT = 30.0
 PODGROUPS = (PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL)
+QUEUES = (queues.GROUP, queues.VERSION, queues.PLURAL)
+QUEUE = "kubenexus.io/queue"
 
 
 def groups_of(username: str) -> tuple[str, ...]:
@@ -233,7 +236,7 @@ def owner_reference(obj: Obj) -> Obj:
 
 
 def install_crds(kube: Kube, rendered: list[Obj]) -> None:
-    """The product's own CRDs (the PodGroup), created as `kubectl apply` would."""
+    """The product's own CRDs (the PodGroup, the Queue), created as `kubectl apply` would."""
     extensions = client.ApiextensionsV1Api(kube.api_client)
     for obj in rendered:
         if obj.get("kind") == "CustomResourceDefinition":
@@ -321,6 +324,21 @@ def scenario(cluster: LocalCluster, kube: Kube, workdir: Path, tls: Any, result:
         TIMEOUT, "LeaderWorkerSet worker pods")
     cron_pods = wait_for(lambda: pods_with("batch.kubernetes.io/job-name", "nightly-etl-28000000"), TIMEOUT,
                          "the CronJob's Job's pod")
+
+    # --- a Queue (the CRD as rendered) selecting a namespace, and a root there naming it: the webhook checks it
+    # against its watch of Queues, the controller admits the gang by its quota (reading the namespace's labels from
+    # its watch) and writes the Queue's status ---
+    queued = kube.namespace({"team": "queued"})
+    kube.custom.create_cluster_custom_object(QUEUES[0], QUEUES[1], QUEUES[2], {
+        "apiVersion": f"{QUEUES[0]}/{QUEUES[1]}", "kind": "Queue", "metadata": {"name": "team-q"},
+        "spec": {"namespaceSelector": {"matchLabels": {"team": "queued"}}, "nominalQuota": {"cpu": "100"}}})
+    kube.create(queued, batch_job("queued", {**OPTED_IN, QUEUE: "team-q"}))
+
+    def admitted() -> int:
+        queue = kube.custom.get_cluster_custom_object(QUEUES[0], QUEUES[1], QUEUES[2], "team-q")
+        return int((queue.get("status") or {}).get("admittedGangs") or 0)
+
+    checks["queue admitted"] = wait_for(admitted, TIMEOUT, "the Queue's status counting the gang it admitted")
 
     # --- each gang's PodGroup: created, its status written; a drifted spec is restored ---
     def resnet_group() -> Obj | None:
@@ -449,6 +467,7 @@ def test_the_scenario_exercised_the_components(run: Run) -> None:
     assert run.checks["lease holder"], "the standby took the Lease over"
     assert run.checks["preempted"], "a gang of higher priority preempted pods"
     assert run.checks["podgroup spec restored"] == 3, "the PyTorchJob's master and 2 workers"
+    assert run.checks["queue admitted"] == 1, "the Job naming the Queue, in a namespace it selects"
     for user in (WEBHOOK, CONTROLLER):
         assert len(run.records[user]) > 50, f"{user} made only {len(run.records[user])} requests"
 
@@ -498,6 +517,8 @@ def test_no_wildcards_and_no_write_access_to_owner_kinds() -> None:
             assert rule["verbs"] == ["get", "list", "watch"], f"roots: read, and watched for edits: {rule}"
         elif rule["apiGroups"] == ["events.k8s.io"]:  # webhook/skips.py: an Event on a job left alone, never updated
             assert rule["verbs"] == ["create"], rule
+        elif rule["resources"] == [queues.PLURAL]:  # watched for the warnings on roots (kube/queues.py)
+            assert rule["verbs"] == ["list", "watch"], rule
         elif rule.get("apiGroups") != ["admissionregistration.k8s.io"]:
             assert rule["verbs"] == ["get"], f"the webhook reads owners, never writes or lists them: {rule}"
 
