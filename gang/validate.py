@@ -17,7 +17,7 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from typing import Any, Protocol
 
 from gang import keys
 from gang.adapters.base import WorkloadAdapter
@@ -361,15 +361,24 @@ def _root_write(request: Obj) -> str | None:
     return str(kind.get("kind")) if adapter_for(api_version, str(kind.get("kind"))) is not None else None
 
 
-def queue_warnings(request: Obj, queues: Mapping[str, QueueSpec] | None, unknown: str, namespaces: ObjectSource,
+class KnownQueues(Protocol):
+    """The Queues as the webhook knows them (``kube/queues.py``)."""
+
+    problem: str  # why they are not known, while they are not
+
+    def specs(self, deadline: Deadline | None = None) -> Mapping[str, QueueSpec] | None:
+        """The Queues by name, or None while they are not known (may wait within ``deadline``)."""
+
+
+def queue_warnings(request: Obj, queues: KnownQueues, namespaces: ObjectSource,
                    deadline: Deadline | None = None) -> tuple[str, ...]:
     """What will keep the gang of an applied root waiting for its Queue, in the gate controller's words
     (``gang/queues.py`` ``queue_of``): ``kubenexus.io/queue`` naming a Queue that does not exist (on CREATE, or an
     UPDATE that changes it) or, on a CREATE without it, a namespace that two or more Queues select.
 
-    Warned, never denied: the Queue may be created next. ``queues`` is None while they are not known (``unknown``
-    says why), and the warning says the Queue could not be checked rather than nothing. ``namespaces`` gives the
-    namespace's labels (read within ``deadline``), only when some Queue selects namespaces.
+    Warned, never denied: the Queue may be created next. While ``queues`` are not known the warning says the Queue
+    could not be checked rather than nothing. ``namespaces`` gives the namespace's labels (read within ``deadline``),
+    only when some Queue selects namespaces.
     """
     if _root_write(request) is None:
         return ()
@@ -383,15 +392,16 @@ def queue_warnings(request: Obj, queues: Mapping[str, QueueSpec] | None, unknown
         return (f"kubenexus: its Queue could not be checked ({why}); if gang-scheduled, its gang waits while its "
                 "Queue cannot be told, and its PodGroup says why",)
 
-    if queues is None:
-        return unchecked(f"Queues are not known: {unknown}")
+    specs = queues.specs(deadline)
+    if specs is None:
+        return unchecked(f"Queues are not known: {queues.problem}")
     labels: Mapping[str, Any] = {}
-    if not named and any(queue.selector is not None for queue in queues.values()):
+    if not named and any(queue.selector is not None for queue in specs.values()):
         try:
             labels = meta_map(namespaces.get(NAMESPACE, "v1", None, namespace, deadline=deadline) or {}, "labels")
         except LookupFailed as exc:
             return unchecked(f"namespace {namespace} could not be read: {exc}")
-    found = queue_of(str(named) if named else None, namespace, labels, queues)
+    found = queue_of(str(named) if named else None, namespace, labels, specs)
     return (f"kubenexus: if gang-scheduled, its gang waits: {found.reason}",) if isinstance(found, QueueProblem) else ()
 
 

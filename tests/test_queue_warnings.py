@@ -22,15 +22,15 @@ from kubernetes import config
 
 from cluster.local import LocalCluster
 from cluster.stub import StubApiServer
+from gang.objects import MemorySource
 from gang.queues import GROUP, KIND, PLURAL, VERSION, QueueProblem, parse_queue, queue_of
+from gang.validate import queue_warnings
 from kubenexus.local_webhook import LocalWebhook
 from tests.support.contract import OPT_IN
 from tests.support.deploy import WEBHOOK, register_shipped
 from tests.support.kube import Kube
 from tests.support.kubectl import Kubectl, manifest
 from tests.support.polling import wait_for
-
-pytestmark = pytest.mark.e2e
 
 QUEUE_KEY = "kubenexus.io/queue"
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,6 +92,7 @@ def warnings_of(webhook: Any, request: Obj) -> list[str]:
     return list(response.get("warnings") or [])
 
 
+@pytest.mark.e2e
 def test_a_root_naming_a_queue_that_does_not_exist(queued: Any, apiserver: StubApiServer) -> None:
     ns = namespace(apiserver, {})
     missing = {OPT_IN: "true", QUEUE_KEY: "research"}
@@ -111,6 +112,7 @@ def test_a_root_naming_a_queue_that_does_not_exist(queued: Any, apiserver: StubA
                 if w.startswith("kubenexus: if gang-scheduled")]
 
 
+@pytest.mark.e2e
 def test_a_new_root_in_a_namespace_two_queues_select(queued: Any, apiserver: StubApiServer) -> None:
     labels = {"team": "a", "shared": "no"}
     ns = namespace(apiserver, labels)
@@ -125,6 +127,7 @@ def test_a_new_root_in_a_namespace_two_queues_select(queued: Any, apiserver: Stu
     assert warnings_of(queued, root_request(job({}), namespace(apiserver, {"team": "b"}))) == []
 
 
+@pytest.mark.e2e
 def test_the_queues_could_not_be_checked(apiserver: StubApiServer, start_webhook: Any) -> None:
     """A webhook whose Queue list is refused (403) says so, for a root naming a Queue and for any new root."""
     path = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
@@ -141,6 +144,28 @@ def test_the_queues_could_not_be_checked(apiserver: StubApiServer, start_webhook
     finally:
         with apiserver._lock:
             apiserver.failures.pop(path, None)
+
+
+class Unread:
+    """Queues that must not be consulted: the request is none of their business (no wait at a worker's start)."""
+
+    problem = "not listed yet"
+
+    def specs(self, deadline: Any = None) -> None:
+        raise AssertionError("the Queues were consulted")
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("request_", [
+    {"uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "namespace": "ns", "operation": "CREATE",
+     "object": {"metadata": {"name": "p"}}},
+    root_request(job({}), "ns", "UPDATE", job({})),
+    root_request(job({QUEUE_KEY: "q"}), "ns", "UPDATE", job({QUEUE_KEY: "q"})),
+    {**root_request(job({}), "ns"), "subResource": "status"},
+    {**root_request(job({}), "ns"), "operation": "DELETE"},
+], ids=["pod", "update", "unchanged-queue", "status", "delete"])
+def test_only_root_writes_that_can_hold_a_gang_consult_the_queues(request_: Obj) -> None:
+    assert queue_warnings(request_, Unread(), MemorySource([])) == ()
 
 
 # --- on the local cluster ---------------------------------------------------------------------------------------
@@ -163,6 +188,7 @@ def local(tmp_path_factory: pytest.TempPathFactory, tls: Any) -> Iterator[tuple[
             hook.stop()
 
 
+@pytest.mark.e2e
 def test_kubectl_prints_the_warning(local: tuple[Kube, Kubectl], tmp_path: Path) -> None:
     kube, kubectl = local
     ns = kube.namespace({"team": "a"})

@@ -90,7 +90,7 @@ def create_app(config: Config, source: ObjectSource, ready: Callable[[], tuple[b
         if denial is None:
             found = warnings(req)
             if queues is not None:
-                found += queue_warnings(req, queues.specs(deadline), queues.problem, namespaces or source, deadline)
+                found += queue_warnings(req, queues, namespaces or source, deadline)
             return review_response(req["uid"], warnings=found), "allowed"
         log.info("request denied", extra={"uid": req["uid"], "namespace": req.get("namespace"),
                                           "kind": req["kind"].get("kind"), "denial": denial.message})
