@@ -171,15 +171,24 @@ class Quota:
 
     # --- admission --------------------------------------------------------------------------------
 
-    def check(self, name: str, demand: Mapping[str, Decimal], own: GangKey | None = None) -> Denied | None:
-        """None when Queue ``name`` admits ``demand`` now; else why not (the first resource that does not fit)."""
-        view = self.queues[name]
+    def check(self, name: str, demand: Mapping[str, Decimal], own: GangKey | None = None,
+              freed: Mapping[str, Resources] | None = None) -> Denied | None:
+        """None when Queue ``name`` admits ``demand`` now (with ``freed``, per Queue, gone from its usage: a
+        preemption's victims); else why not (the first resource that does not fit)."""
+        view, freed = self.queues[name], freed or {}
         spec, mine = view.spec, view.reserved.get(own, {}) if own else {}
+        gone = freed.get(name, {})
+        in_cohort: Resources = {}
+        for other, resources in freed.items():
+            if spec.cohort and self.queues[other].spec.cohort == spec.cohort:
+                for resource, value in resources.items():
+                    in_cohort[resource] = in_cohort.get(resource, Decimal(0)) + value
         for resource, nominal in sorted(spec.nominal.items()):
             need = demand.get(resource, Decimal(0))
             if need <= 0:
                 continue
-            used = view.usage.get(resource, Decimal(0)) - mine.get(resource, Decimal(0))
+            used = (view.usage.get(resource, Decimal(0)) - mine.get(resource, Decimal(0))
+                    - gone.get(resource, Decimal(0)))
             after = used + need
             head = f"queue {name}: {resource} {_text(used, resource)}/{_text(nominal, resource)} nominal"
             needs = f"the gang needs {_text(need, resource)}"
@@ -191,7 +200,8 @@ class Quota:
             if limit is not None and after > nominal + limit:
                 return Denied(f"{head}, borrowing limit {_text(limit, resource)}; {needs}")
             free = (self._nominal[spec.cohort].get(resource, Decimal(0))
-                    - self._used[spec.cohort].get(resource, Decimal(0)) + mine.get(resource, Decimal(0)))
+                    - self._used[spec.cohort].get(resource, Decimal(0))
+                    + mine.get(resource, Decimal(0)) + in_cohort.get(resource, Decimal(0)))
             if need > free:
                 lent = after <= nominal
                 said = (f"{head}, but cohort {spec.cohort} has lent the rest: {_text(max(free, Decimal(0)), resource)} "
@@ -218,10 +228,16 @@ class Quota:
                 if resource in demand:
                     used[resource] = used.get(resource, Decimal(0)) + sign * demand[resource]
 
+    def borrowing(self, name: str, freed: Mapping[str, Decimal] | None = None) -> bool:
+        """Queue ``name`` uses more than its nominal quota of some resource (with ``freed`` gone)."""
+        view, freed = self.queues[name], freed or {}
+        return any(view.usage.get(r, Decimal(0)) - freed.get(r, Decimal(0)) > nominal
+                   for r, nominal in view.spec.nominal.items())
+
     # --- fair sharing ------------------------------------------------------------------------------
 
     def share(self, name: str | None, extra: Mapping[str, Decimal] | None = None) -> int:
-        """The Queue's weighted share ×1000 (module docstring), with ``extra`` usage added."""
+        """The Queue's weighted share ×1000 (module docstring), with ``extra`` usage added (negative: taken away)."""
         view = self.queues.get(name) if name else None
         if view is None or not view.spec.cohort:
             return 0
