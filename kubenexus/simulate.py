@@ -75,7 +75,7 @@ def objects_in(documents: Iterable[Any]) -> list[Obj]:
     return objects
 
 
-#: What simulate reads of a cluster, besides the jobs' own objects (README "Walkthrough").
+#: What simulate reads of a cluster, besides the jobs' own objects (docs/getting-started.md).
 SNAPSHOT = "kubectl get namespaces,nodes,pods -A -o yaml"
 
 

@@ -766,8 +766,8 @@ def _snapshot(tmp_path: Path, *drop: str, scenario: str = "submit.yaml") -> str:
 
 
 def test_a_namespace_admission_reads_and_the_snapshot_lacks_is_named_not_guessed(tmp_path: Path) -> None:
-    """A snapshot of nodes and pods alone (the README's command left namespaces out): etl's pods were "not opted in",
-    as if its namespace had no label, and the run went on."""
+    """A snapshot of nodes and pods alone (the documented command once left namespaces out): etl's pods were "not
+    opted in", as if its namespace had no label, and the run went on."""
     done = run_cli(_snapshot(tmp_path, "Namespace batch"), "--now", NOW)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (f"kubenexus simulate: {tmp_path / 'submit.yaml'}: namespace batch is not in the snapshot, "
