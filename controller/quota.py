@@ -72,6 +72,7 @@ class QueueView:
     pending: int = 0
     admitted: int = 0
     blocked_by: str = ""  # StrictFIFO: the head its later gangs wait behind
+    lowest: int | None = None  # the lowest priority of its running gangs (what withinQueue preemption could take)
 
 
 class Quota:
@@ -81,6 +82,7 @@ class Quota:
         self.state = state
         self.queues: dict[str, QueueView] = {}
         self.of: dict[GangKey, str | None | QueueProblem] = {}
+        self.running: list[GangKey] = []  # the released gangs that belong to a Queue
         self._cohorts: dict[str, list[str]] = {}  # cohort -> its Queues
         self._nominal: dict[str, Resources] = {}  # cohort -> the sum of its Queues' nominal quota
         self._used: dict[str, Resources] = {}  # cohort -> the sum of their usage
@@ -96,8 +98,8 @@ class Quota:
     def begin(self, gangs: Sequence[Gang], started: Iterable[GangKey], held: Held,
               preempting: Mapping[GangKey, Resources]) -> None:
         """Each gang's Queue, and each Queue's usage, at the start of a pass (``preempting``: the demand of gangs
-        whose victims are going, counted as theirs already)."""
-        self.queues, self.of = {}, {}
+        whose victims are going, in ``held`` as the room held for them, so counted as their Queue's already)."""
+        self.queues, self.of, self.running = {}, {}, []
         self._cohorts, self._nominal, self._used = {}, {}, {}
         if not self.active:
             return
@@ -113,6 +115,8 @@ class Quota:
             if view is not None:
                 if gang.key in running:
                     view.admitted += 1
+                    view.lowest = gang.priority if view.lowest is None else min(view.lowest, gang.priority)
+                    self.running.append(gang.key)
                 else:
                     view.pending += 1
         for key in self.state.gangs:  # every gang holding room, those whose members all leave included
@@ -120,10 +124,9 @@ class Quota:
             found = self.of[key] if key in self.of else self.queue_of(members[0])
             view = self.queues.get(found) if isinstance(found, str) else None
             if view is not None:
-                self._add(view, self._held_by(members, held.get(key, {})))
+                self._add(view, self._held_by(members, held.get(key, {})))  # a preemptor's held room included
                 if key in preempting:
                     view.reserved[key] = dict(preempting[key])
-                    self._add(view, preempting[key])
         for cohort, names in self._cohorts.items():
             nominal, used = self._nominal.setdefault(cohort, {}), self._used.setdefault(cohort, {})
             for name in names:
