@@ -154,6 +154,7 @@ class Preempting:
     nodes: int  # the nodes of the plan their room makes
     members: int
     round: int
+    why: str = "of lower priority"  # or which Queue policy lets it take them (``controller/queue_preemption.py``)
 
 
 @dataclass
@@ -163,6 +164,8 @@ class Cycle:
     evictions: list[Eviction] = field(default_factory=list)
     preemptions: list[Preempting] = field(default_factory=list)
 
+
+LOWER_PRIORITY = "of lower priority"  # why a preemptor may take its victims, unless a Queue's policy says otherwise
 
 # The waits of a complete gang that make it the head its StrictFIFO Queue's later gangs wait behind.
 _HOLDS_A_QUEUE = frozenset({Cause.QUOTA, Cause.CAPACITY, Cause.PREEMPTING, Cause.QUEUE})
@@ -647,7 +650,7 @@ class Engine:
         if isinstance(found, Futile):
             result.reason += f"; {found.reason}"
             return False
-        self._evict_victims(gang, found, members, now)
+        self._evict_victims(gang, found, members, now, f"as its Queue {queue} allows")
         flight = result.preemption = self.preemption.inflight[gang.key]
         result.cause = Cause.PREEMPTING
         result.reason = (f"preempting as its Queue {queue} allows {len(found.units)} gang(s), {len(found.pods)} pod(s) "
@@ -678,11 +681,13 @@ class Engine:
                          f"(round {flight.round}); it is released once they are gone")
         return True
 
-    def _evict_victims(self, gang: Gang, victims: Victims, members: list[Member], now: float) -> None:
+    def _evict_victims(self, gang: Gang, victims: Victims, members: list[Member], now: float,
+                       why: str = LOWER_PRIORITY) -> None:
         """The preemption's bookkeeping: the victims out of their gangs' views (never replaced, no vacancy), the
         victim gangs told who preempted them, the room held for the preemptor, and the evictions to carry out."""
         self.preemption.start(gang, victims, members, now)
-        note = f"preempted by gang {gang.key[0]}/{gang.key[1]} (priority {gang.priority})"
+        note = f"preempted by gang {gang.key[0]}/{gang.key[1]} (priority {gang.priority})" + (
+            "" if why == LOWER_PRIORITY else f", {why}")
         for unit in victims.units:
             if unit.gang is not None:
                 self._forget(unit.gang)
@@ -691,7 +696,7 @@ class Engine:
         self.state.mark_evicted(victims.pods)
         self._preemptions.append(Preempting(gang.key, gang.owner, gang.sample, victims.units,
                                             len(set(victims.placement.values())), len(members),
-                                            self.preemption.inflight[gang.key].round))
+                                            self.preemption.inflight[gang.key].round, why))
 
     def _plan_waiting(self, gang: Gang, live: list[PodView], needed: int, expected: list[Member], held: Held,
                       claims: dict[str, Resources], request: Request

@@ -93,8 +93,8 @@ class Reclaim:
         """The victims, ``Futile`` when taking every allowed candidate would not let it fit, None when its Queue's
         policy allows no candidate at all."""
         candidates = self.candidates(gang, queue)
-        if not candidates:
-            return None
+        if not candidates or self.quota.check(queue, demand, gang.key, _freed(candidates)) is not None:
+            return None  # no victim could make its quota admit it (say, its own borrowing limit): its reason says why
         share = self.quota.share(queue, demand)
         chosen: list[Candidate] = []
         for candidate in candidates:
@@ -104,8 +104,9 @@ class Reclaim:
             if self._fits(queue, demand, gang, members, request, held, chosen) is not None:
                 break
         else:
-            return Futile(f"taking every gang its Queue {queue} may preempt ({len(candidates)}: lower-priority gangs "
-                          "of its own Queue, gangs of borrowing Queues of its cohort) would not let it fit")
+            return Futile(f"taking the gangs its Queue {queue} may preempt ({len(candidates)}: lower-priority gangs of "
+                          "its own Queue, gangs of borrowing Queues of its cohort, while they borrow) would not let it "
+                          "fit")
         for candidate in sorted(chosen[:-1], key=lambda c: c.unit.importance, reverse=True):
             trial = [c for c in chosen if c is not candidate]
             if self._fits(queue, demand, gang, members, request, held, trial) is not None:
@@ -131,10 +132,7 @@ class Reclaim:
     def _fits(self, queue: str, demand: Mapping[str, Decimal], gang: Gang, members: list[Member], request: Request,
               held: HeldRoom, chosen: Sequence[Candidate]) -> Mapping[str, str] | None:
         """The plan with ``chosen`` gone, if its Queue then admits it and the nodes hold it."""
-        freed: dict[str, Resources] = {}
-        for candidate in chosen:
-            freed[candidate.queue] = add(freed.get(candidate.queue, {}), _usage([candidate]))
-        if self.quota.check(queue, demand, gang.key, freed) is not None:
+        if self.quota.check(queue, demand, gang.key, _freed(chosen)) is not None:
             return None
         room: dict[str, Resources] = {}
         for candidate in chosen:
@@ -142,6 +140,14 @@ class Reclaim:
                 room[node] = add(room.get(node, {}), usage)
         found = self.fitting.plan_with_room(members, gang, held, request, lambda node: room.get(node, {})).result
         return found.placement
+
+
+def _freed(candidates: Sequence[Candidate]) -> dict[str, Resources]:
+    """What the candidates hold, per Queue."""
+    freed: dict[str, Resources] = {}
+    for candidate in candidates:
+        freed[candidate.queue] = add(freed.get(candidate.queue, {}), _usage([candidate]))
+    return freed
 
 
 def _usage(candidates: Sequence[Candidate]) -> Resources:

@@ -101,7 +101,10 @@ class Quota:
         whose victims are going, in ``held`` as the room held for them, so counted as their Queue's already)."""
         self.queues, self.of, self.running = {}, {}, []
         self._cohorts, self._nominal, self._used = {}, {}, {}
-        if not self.active:
+        if not self.active:  # no Queue: a gang is in none, unless its root names one (which does not exist)
+            for gang in gangs:
+                if (named := self._named(gang.sample)) is not None:
+                    self.of[gang.key] = self.queue_of(gang.sample, named)
             return
         for spec in self.state.queues.specs.values():
             self.queues[spec.name] = QueueView(spec)
@@ -135,11 +138,15 @@ class Quota:
                     nominal[resource] = nominal.get(resource, Decimal(0)) + value
                     used[resource] = used.get(resource, Decimal(0)) + view.usage.get(resource, Decimal(0))
 
-    def queue_of(self, sample: PodView) -> str | None | QueueProblem:
+    def _named(self, sample: PodView) -> str | None:
+        """The Queue the root of ``sample``'s gang names (``kubenexus.io/queue``), if it can be read."""
+        root = self.state.roots.constraints(sample)
+        return root.get(keys.QUEUE) if isinstance(root, Mapping) else None
+
+    def queue_of(self, sample: PodView, named: str | None = None) -> str | None | QueueProblem:
         """The Queue of the gang of ``sample`` (a member): its root's annotation, else the one selecting its
         namespace (cached per namespace)."""
-        root = self.state.roots.constraints(sample)
-        named = root.get(keys.QUEUE) if isinstance(root, Mapping) else None
+        named = named or self._named(sample)
         inputs = self.state.queues
         version, cache = self._by_namespace
         if version != inputs.version:

@@ -169,13 +169,16 @@ def test_a_weight_zero_queue_that_borrows_has_the_largest_share() -> None:
 
 @pytest.mark.parametrize("case, expected", [
     ("named missing", "its root names Queue 'nope' (kubenexus.io/queue), which does not exist"),
+    ("named, no Queue at all", "its root names Queue 'nope' (kubenexus.io/queue), which does not exist"),
     ("two select", "namespace ml is selected by 2 Queues (q1, q2)"),
     ("unreadable", "Queues cannot be read (HTTP 403: forbidden): its quota is unknown"),
 ])
 def test_a_gang_whose_queue_cannot_be_told_waits_and_says_why(case: str, expected: str) -> None:
     queues = [queue("q1", "8", "ml"), queue("q2", "8", "ml") if case == "two select" else queue("q2", "8", "x")]
+    if case == "named, no Queue at all":
+        queues = []
     pods = gang("job", 2)
-    if case == "named missing":
+    if case.startswith("named"):
         for obj in pods:
             obj["metadata"]["annotations"][OWNER] = "kubeflow.org/v1/PyTorchJob/job"
     state, engine = world(1, queues, *pods)
