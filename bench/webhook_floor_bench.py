@@ -348,7 +348,8 @@ def measure(webhook: Server, floor: Server, body_file: Path, rounds: int, second
 
 
 def summary(result: dict[str, Any]) -> str:
-    """The figures as the README shows them: medians of the interleaved runs, the ratios' medians and spread."""
+    """The figures as docs/operations/performance-admission.md shows them: medians of the interleaved runs, the
+    ratios' medians and spread."""
     runs, ratios = result["runs"], result["ratios"]
     lines = []
     for c in (4, 16):

@@ -47,6 +47,7 @@ from controller.members import Expected, GangKey, PodView
 from controller.planner import PlanResult, check_placement
 from controller.preemption import Futile, InFlight, Preemption, Unit, Victims, named
 from controller.problem import Member, NodeFree
+from controller.queue_preemption import Reclaim
 from controller.quota import Denied, Quota, demand_of
 from controller.rooms import Rooms, shape_of
 from controller.roots import Unknown
@@ -153,6 +154,7 @@ class Preempting:
     nodes: int  # the nodes of the plan their room makes
     members: int
     round: int
+    why: str = "of lower priority"  # or which Queue policy lets it take them (``controller/queue_preemption.py``)
 
 
 @dataclass
@@ -162,6 +164,8 @@ class Cycle:
     evictions: list[Eviction] = field(default_factory=list)
     preemptions: list[Preempting] = field(default_factory=list)
 
+
+LOWER_PRIORITY = "of lower priority"  # why a preemptor may take its victims, unless a Queue's policy says otherwise
 
 # The waits of a complete gang that make it the head its StrictFIFO Queue's later gangs wait behind.
 _HOLDS_A_QUEUE = frozenset({Cause.QUOTA, Cause.CAPACITY, Cause.PREEMPTING, Cause.QUEUE})
@@ -186,6 +190,7 @@ class Engine:
         self.fitting = Fitting(state, self.feasibility, self.rooms)
         self.preemption = Preemption(state, self.fitting, config.preemption)
         self.quota = Quota(state)
+        self.reclaim = Reclaim(state, self.quota, self.fitting)
         self._preemptions: list[Preempting] = []  # this pass's
         self._not_yet: dict[GangKey, tuple[_Token, PlanResult, list[PodView], tuple[str, ...]]] = {}
         # Started gangs: their topology request and the domains they were released into.
@@ -552,6 +557,8 @@ class Engine:
             quota = self._within_quota(queue, gang, live, needed)
             if isinstance(quota, str):
                 result.cause, result.reason = Cause.QUOTA, quota
+                if not self.quota.behind(queue):  # over quota, not behind a StrictFIFO head: its Queue may reclaim
+                    self._reclaim(gang, queue, live[:needed], request, held, result, now)
                 return self._hold(gang, result, placed, now, evictions)
             live = quota
         expected = self.fitting.expected_members(gang)
@@ -604,6 +611,8 @@ class Engine:
             return self._hold(gang, result, placed, now, evictions)
         if self.preemption.declined(gang):
             result.reason += "; its preemptionPolicy is Never: it waits for room, preempting nothing"
+        elif queue is not None and self._reclaim(gang, queue, chosen, request, held, result, now):
+            return self._hold(gang, result, placed, now, evictions)
         if result.waited >= self.config.starvation_seconds:
             shadow = result.shadow = self.backfill.shadow(gang.key, members, claims, held, request, roles)
             result.reason += (f"; waiting longer than {self.config.starvation_seconds:g}s: capacity is held for it "
@@ -624,6 +633,31 @@ class Engine:
                 return chosen
         assert denied is not None
         return denied.reason
+
+    def _reclaim(self, gang: Gang, queue: str, pods: list[PodView], request: Request, held: Held,
+                 result: GangDecision, now: float) -> bool:
+        """Take what its Queue's policy lets it take (``controller/queue_preemption.py``) if its whole gang then fits
+        its quota and the nodes; True when it preempts, False otherwise (why, in the reason, when it would not help)."""
+        if not self.preemption.enabled or not all(p.preempts for p in gang.live) \
+                or not self.reclaim.possible(gang, queue) or self.preemption.rounds_left(gang.key) == 0:
+            return False
+        members = [self.fitting.member(p, gang) for p in pods] + self.fitting.expected_members(gang)
+        if any(p.node for p in gang.live) and request:
+            members = self.fitting.anchored(members, gang, request)
+        found = self.reclaim.find(gang, queue, members, demand_of(pods, gang.expected), request, held)
+        if found is None:
+            return False
+        if isinstance(found, Futile):
+            result.reason += f"; {found.reason}"
+            return False
+        self._evict_victims(gang, found, members, now, f"as its Queue {queue} allows")
+        flight = result.preemption = self.preemption.inflight[gang.key]
+        result.cause = Cause.PREEMPTING
+        result.reason = (f"preempting as its Queue {queue} allows {len(found.units)} gang(s), {len(found.pods)} pod(s) "
+                         f"in all ({named(found.units)}) to place its {len(members)} members on "
+                         f"{len(set(found.placement.values()))} node(s) within its quota (round {flight.round}); it is "
+                         "released once they are gone")
+        return True
 
     def _preempt(self, gang: Gang, members: list[Member], request: Request, held: Held, result: GangDecision,
                  now: float) -> bool:
@@ -647,11 +681,13 @@ class Engine:
                          f"(round {flight.round}); it is released once they are gone")
         return True
 
-    def _evict_victims(self, gang: Gang, victims: Victims, members: list[Member], now: float) -> None:
+    def _evict_victims(self, gang: Gang, victims: Victims, members: list[Member], now: float,
+                       why: str = LOWER_PRIORITY) -> None:
         """The preemption's bookkeeping: the victims out of their gangs' views (never replaced, no vacancy), the
         victim gangs told who preempted them, the room held for the preemptor, and the evictions to carry out."""
         self.preemption.start(gang, victims, members, now)
-        note = f"preempted by gang {gang.key[0]}/{gang.key[1]} (priority {gang.priority})"
+        note = f"preempted by gang {gang.key[0]}/{gang.key[1]} (priority {gang.priority})" + (
+            "" if why == LOWER_PRIORITY else f", {why}")
         for unit in victims.units:
             if unit.gang is not None:
                 self._forget(unit.gang)
@@ -660,7 +696,7 @@ class Engine:
         self.state.mark_evicted(victims.pods)
         self._preemptions.append(Preempting(gang.key, gang.owner, gang.sample, victims.units,
                                             len(set(victims.placement.values())), len(members),
-                                            self.preemption.inflight[gang.key].round))
+                                            self.preemption.inflight[gang.key].round, why))
 
     def _plan_waiting(self, gang: Gang, live: list[PodView], needed: int, expected: list[Member], held: Held,
                       claims: dict[str, Resources], request: Request

@@ -217,13 +217,16 @@ class Preemption:
         flight = self.inflight.get(key)
         return [self.state.pods[uid] for uid in flight.victims if uid in self.state.pods] if flight else []
 
+    def rounds_left(self, key: GangKey) -> int:
+        flight = self.inflight.get(key)
+        return MAX_ROUNDS - (flight.round if flight else 0)
+
     def may(self, gang: Gang) -> bool:
         """Preemption is on, the gang's members may preempt (``preemptionPolicy`` not Never), something of lower
         priority runs somewhere, and it has rounds left."""
         lowest = self.state.lowest_priority()
-        flight = self.inflight.get(gang.key)
         return (self.enabled and lowest is not None and lowest < gang.priority
-                and all(p.preempts for p in gang.live) and (flight is None or flight.round < MAX_ROUNDS))
+                and all(p.preempts for p in gang.live) and self.rounds_left(gang.key) > 0)
 
     def declined(self, gang: Gang) -> bool:
         """The gang could preempt something of lower priority but its members say ``preemptionPolicy: Never``."""

@@ -72,6 +72,7 @@ class QueueView:
     pending: int = 0
     admitted: int = 0
     blocked_by: str = ""  # StrictFIFO: the head its later gangs wait behind
+    lowest: int | None = None  # the lowest priority of its running gangs (what withinQueue preemption could take)
 
 
 class Quota:
@@ -81,6 +82,7 @@ class Quota:
         self.state = state
         self.queues: dict[str, QueueView] = {}
         self.of: dict[GangKey, str | None | QueueProblem] = {}
+        self.running: list[GangKey] = []  # the released gangs that belong to a Queue
         self._cohorts: dict[str, list[str]] = {}  # cohort -> its Queues
         self._nominal: dict[str, Resources] = {}  # cohort -> the sum of its Queues' nominal quota
         self._used: dict[str, Resources] = {}  # cohort -> the sum of their usage
@@ -96,10 +98,13 @@ class Quota:
     def begin(self, gangs: Sequence[Gang], started: Iterable[GangKey], held: Held,
               preempting: Mapping[GangKey, Resources]) -> None:
         """Each gang's Queue, and each Queue's usage, at the start of a pass (``preempting``: the demand of gangs
-        whose victims are going, counted as theirs already)."""
-        self.queues, self.of = {}, {}
+        whose victims are going, in ``held`` as the room held for them, so counted as their Queue's already)."""
+        self.queues, self.of, self.running = {}, {}, []
         self._cohorts, self._nominal, self._used = {}, {}, {}
-        if not self.active:
+        if not self.active:  # no Queue: a gang is in none, unless its root names one (which does not exist)
+            for gang in gangs:
+                if (named := self._named(gang.sample)) is not None:
+                    self.of[gang.key] = self.queue_of(gang.sample, named)
             return
         for spec in self.state.queues.specs.values():
             self.queues[spec.name] = QueueView(spec)
@@ -113,6 +118,8 @@ class Quota:
             if view is not None:
                 if gang.key in running:
                     view.admitted += 1
+                    view.lowest = gang.priority if view.lowest is None else min(view.lowest, gang.priority)
+                    self.running.append(gang.key)
                 else:
                     view.pending += 1
         for key in self.state.gangs:  # every gang holding room, those whose members all leave included
@@ -120,10 +127,9 @@ class Quota:
             found = self.of[key] if key in self.of else self.queue_of(members[0])
             view = self.queues.get(found) if isinstance(found, str) else None
             if view is not None:
-                self._add(view, self._held_by(members, held.get(key, {})))
+                self._add(view, self._held_by(members, held.get(key, {})))  # a preemptor's held room included
                 if key in preempting:
                     view.reserved[key] = dict(preempting[key])
-                    self._add(view, preempting[key])
         for cohort, names in self._cohorts.items():
             nominal, used = self._nominal.setdefault(cohort, {}), self._used.setdefault(cohort, {})
             for name in names:
@@ -132,11 +138,15 @@ class Quota:
                     nominal[resource] = nominal.get(resource, Decimal(0)) + value
                     used[resource] = used.get(resource, Decimal(0)) + view.usage.get(resource, Decimal(0))
 
-    def queue_of(self, sample: PodView) -> str | None | QueueProblem:
+    def _named(self, sample: PodView) -> str | None:
+        """The Queue the root of ``sample``'s gang names (``kubenexus.io/queue``), if it can be read."""
+        root = self.state.roots.constraints(sample)
+        return root.get(keys.QUEUE) if isinstance(root, Mapping) else None
+
+    def queue_of(self, sample: PodView, named: str | None = None) -> str | None | QueueProblem:
         """The Queue of the gang of ``sample`` (a member): its root's annotation, else the one selecting its
         namespace (cached per namespace)."""
-        root = self.state.roots.constraints(sample)
-        named = root.get(keys.QUEUE) if isinstance(root, Mapping) else None
+        named = named or self._named(sample)
         inputs = self.state.queues
         version, cache = self._by_namespace
         if version != inputs.version:
@@ -171,15 +181,24 @@ class Quota:
 
     # --- admission --------------------------------------------------------------------------------
 
-    def check(self, name: str, demand: Mapping[str, Decimal], own: GangKey | None = None) -> Denied | None:
-        """None when Queue ``name`` admits ``demand`` now; else why not (the first resource that does not fit)."""
-        view = self.queues[name]
+    def check(self, name: str, demand: Mapping[str, Decimal], own: GangKey | None = None,
+              freed: Mapping[str, Resources] | None = None) -> Denied | None:
+        """None when Queue ``name`` admits ``demand`` now (with ``freed``, per Queue, gone from its usage: a
+        preemption's victims); else why not (the first resource that does not fit)."""
+        view, freed = self.queues[name], freed or {}
         spec, mine = view.spec, view.reserved.get(own, {}) if own else {}
+        gone = freed.get(name, {})
+        in_cohort: Resources = {}
+        for other, resources in freed.items():
+            if spec.cohort and self.queues[other].spec.cohort == spec.cohort:
+                for resource, value in resources.items():
+                    in_cohort[resource] = in_cohort.get(resource, Decimal(0)) + value
         for resource, nominal in sorted(spec.nominal.items()):
             need = demand.get(resource, Decimal(0))
             if need <= 0:
                 continue
-            used = view.usage.get(resource, Decimal(0)) - mine.get(resource, Decimal(0))
+            used = (view.usage.get(resource, Decimal(0)) - mine.get(resource, Decimal(0))
+                    - gone.get(resource, Decimal(0)))
             after = used + need
             head = f"queue {name}: {resource} {_text(used, resource)}/{_text(nominal, resource)} nominal"
             needs = f"the gang needs {_text(need, resource)}"
@@ -191,7 +210,8 @@ class Quota:
             if limit is not None and after > nominal + limit:
                 return Denied(f"{head}, borrowing limit {_text(limit, resource)}; {needs}")
             free = (self._nominal[spec.cohort].get(resource, Decimal(0))
-                    - self._used[spec.cohort].get(resource, Decimal(0)) + mine.get(resource, Decimal(0)))
+                    - self._used[spec.cohort].get(resource, Decimal(0))
+                    + mine.get(resource, Decimal(0)) + in_cohort.get(resource, Decimal(0)))
             if need > free:
                 lent = after <= nominal
                 said = (f"{head}, but cohort {spec.cohort} has lent the rest: {_text(max(free, Decimal(0)), resource)} "
@@ -218,10 +238,16 @@ class Quota:
                 if resource in demand:
                     used[resource] = used.get(resource, Decimal(0)) + sign * demand[resource]
 
+    def borrowing(self, name: str, freed: Mapping[str, Decimal] | None = None) -> bool:
+        """Queue ``name`` uses more than its nominal quota of some resource (with ``freed`` gone)."""
+        view, freed = self.queues[name], freed or {}
+        return any(view.usage.get(r, Decimal(0)) - freed.get(r, Decimal(0)) > nominal
+                   for r, nominal in view.spec.nominal.items())
+
     # --- fair sharing ------------------------------------------------------------------------------
 
     def share(self, name: str | None, extra: Mapping[str, Decimal] | None = None) -> int:
-        """The Queue's weighted share ×1000 (module docstring), with ``extra`` usage added."""
+        """The Queue's weighted share ×1000 (module docstring), with ``extra`` usage added (negative: taken away)."""
         view = self.queues.get(name) if name else None
         if view is None or not view.spec.cohort:
             return 0

@@ -31,7 +31,17 @@ from typing import Any
 
 from controller import slim
 from controller.announce import EVICT, JOIN, PREEMPT, Announcer, Tell
-from controller.engine import Cause, Cycle, Engine, Eviction, GangDecision, Preempting, Release, Verdict
+from controller.engine import (
+    LOWER_PRIORITY,
+    Cause,
+    Cycle,
+    Engine,
+    Eviction,
+    GangDecision,
+    Preempting,
+    Release,
+    Verdict,
+)
 from controller.evict import DONE, GONE, Evictor
 from controller.health import HealthServer
 from controller.integrity import StuckReason
@@ -428,14 +438,15 @@ class Controller:
             self.metrics.preemptions.inc()
             key, victims = preempting.key, preempting.victims
             pods = sum(len(unit.pods) for unit in victims)
-            note = (f"gang {key[1]} preempts {len(victims)} unit(s) of lower priority, {pods} pod(s) in all "
-                    f"({named(victims, 5)}) to "
-                    f"place its {preempting.members} members on {preempting.nodes} node(s) (round {preempting.round})")
+            note = (f"gang {key[1]} preempts {len(victims)} unit(s) {preempting.why}, {pods} pod(s) in all "
+                    f"({named(victims, 5)}) to place its {preempting.members} members on {preempting.nodes} node(s) "
+                    f"(round {preempting.round})")
             log.warning("GangPreempting %s/%s: %s", key[0], key[1], note)
             if (root := root_reference(preempting.sample)) is not None:
                 self.events.record(root, "Normal", "GangPreempting", note, PREEMPT)
-            told = (f"preempted by gang {key[0]}/{key[1]} (priority {preempting.sample.priority}) to make room for "
-                    f"its {preempting.members} members")
+            policy = "" if preempting.why == LOWER_PRIORITY else f", {preempting.why}"
+            told = (f"preempted by gang {key[0]}/{key[1]} (priority {preempting.sample.priority}){policy} to make room "
+                    f"for its {preempting.members} members")
             for unit in victims:
                 self.metrics.preempted_pods.labels("gang" if unit.gang else "pod").inc(len(unit.pods))
                 first = unit.pods[0]

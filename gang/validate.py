@@ -319,7 +319,7 @@ def namespace_warnings(namespace: Obj) -> list[str]:
     return found
 
 
-# What an edit of each annotation does to a job whose pods exist (README "Editing a running job").
+# What an edit of each annotation does to a job whose pods exist (docs/tasks/opt-in.md "Change a running job").
 _EDITED_NEW_PODS = ("applies to pods created from now on; its pods that exist keep the gang they were admitted to "
                     "(each member carries its gang's name and size): delete and resubmit the {kind} to change that")
 _EDITED_WAITING = "applies at once while its gang waits; a gang already released keeps the placement it was released on"

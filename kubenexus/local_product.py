@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from controller.run import Controller
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy" / "base"
-EXAMPLES = DEPLOY.parent.parent / "examples"  # jobs to try (README "Walkthrough")
-#: A namespace ready for jobs: every job there is gang-scheduled (README "Using it").
+EXAMPLES = DEPLOY.parent.parent / "examples"  # jobs to try (docs/getting-started.md, docs/tasks/operators/)
+#: A namespace ready for jobs: every job there is gang-scheduled (docs/getting-started.md).
 READY_NAMESPACE = "gang-jobs"
 WEBHOOK_CONFIGURATIONS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 NOT_APPLIED = ("Deployment",)  # their pods are the webhook process and the controller thread started here

@@ -21,7 +21,7 @@ import json
 import time
 from collections.abc import Callable, Iterable
 from datetime import date, datetime
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import jsonpatch
 import yaml
@@ -32,7 +32,7 @@ from controller.roots import snapshot
 from controller.state import ClusterState
 from controller.status import Desired, Phase, Tracker, new_podgroup, podgroup_name, status_for
 from controller.topology import described
-from gang import keys
+from gang import keys, queues
 from gang.config import Config, config_or_exit
 from gang.kinds import NAMESPACE, POD_GROUP
 from gang.objects import MemorySource, Obj
@@ -75,7 +75,7 @@ def objects_in(documents: Iterable[Any]) -> list[Obj]:
     return objects
 
 
-#: What simulate reads of a cluster, besides the jobs' own objects (README "Walkthrough").
+#: What simulate reads of a cluster, besides the jobs' own objects (docs/getting-started.md).
 SNAPSHOT = "kubectl get namespaces,nodes,pods -A -o yaml"
 
 
@@ -168,16 +168,17 @@ def submit(objects: list[Obj], config: Config, now: float) -> tuple[list[Obj], l
     return snapshot, jobs
 
 
-def simulate(objects: list[Obj], config: Config, now: float) -> tuple[Cycle, list[Obj]]:
-    """One decision pass over the snapshot; also the pods admission left unresolved that are released now."""
-    cycle, ungated, _ = simulate_podgroups(objects, config, now)
-    return cycle, ungated
+class Simulated(NamedTuple):
+    cycle: Cycle
+    ungated: list[Obj]  # pods admission left unresolved that are released now (no gang members)
+    podgroups: list[Obj]
+    queues: list[Obj]  # each Queue with the status the controller would write after the pass
 
 
-def simulate_podgroups(objects: list[Obj], config: Config, now: float) -> tuple[Cycle, list[Obj], list[Obj]]:
-    """``simulate``, and each gang's PodGroup as the controller would write it after the pass (gangs without a root
-    object get none: nothing would own it). A pod left unresolved is decided again against the snapshot: an object
-    it needs and the snapshot lacks is a ScenarioError."""
+def simulate_podgroups(objects: list[Obj], config: Config, now: float) -> Simulated:
+    """One decision pass over the snapshot, each gang's PodGroup as the controller would write it after the pass
+    (gangs without a root object get none: nothing would own it) and each Queue's status. A pod left unresolved is
+    decided again against the snapshot: an object it needs and the snapshot lacks is a ScenarioError."""
     state = ClusterState(config.replacement_grace_seconds)
     given = [o for o in objects if o.get("kind") not in ("Node", "Pod")]
     roots, resolving = MemorySource(given), Recorded(given)
@@ -188,6 +189,10 @@ def simulate_podgroups(objects: list[Obj], config: Config, now: float) -> tuple[
             _parse(obj, functools.partial(state.upsert_node, obj))
         elif obj.get("kind") == "PodDisruptionBudget":
             state.upsert_budget(obj)
+        elif obj.get("kind") == queues.KIND and str(obj.get("apiVersion", "")).startswith(queues.GROUP + "/"):
+            state.queues.upsert(obj)
+        elif obj.get("kind") == "Namespace":
+            state.queues.upsert_namespace(obj)
     for obj in objects:
         if obj.get("kind") != "Pod":
             continue
@@ -208,7 +213,8 @@ def simulate_podgroups(objects: list[Obj], config: Config, now: float) -> tuple[
     engine = Engine(state, config)
     cycle = engine.cycle(now)
     changed, _ = Tracker().update(cycle, state, now)
-    return cycle, ungated, [_podgroup(want, roots, now) for want in changed]
+    statuses = [{"name": name, "status": engine.quota.status(name)} for name in sorted(engine.quota.queues)]
+    return Simulated(cycle, ungated, [_podgroup(want, roots, now) for want in changed], statuses)
 
 
 def _podgroup(want: Desired, roots: MemorySource, now: float) -> Obj:
@@ -224,7 +230,7 @@ def _podgroup(want: Desired, roots: MemorySource, now: float) -> Obj:
 
 
 def report(cycle: Cycle, ungated: list[Obj], podgroups: list[Obj] | None = None,
-           submitted: list[Obj] | None = None) -> Obj:
+           submitted: list[Obj] | None = None, queue_statuses: list[Obj] | None = None) -> Obj:
     gangs = [{"namespace": d.key[0], "name": d.key[1], "decision": d.decision, "reason": d.reason,
               "plan": dict(sorted(d.plan.items())), "released": sorted(d.released),
               # only for gangs whose root asks for a topology
@@ -239,7 +245,7 @@ def report(cycle: Cycle, ungated: list[Obj], podgroups: list[Obj] | None = None,
                                "pods": sorted(pod.name for pod in u.pods)} for u in p.victims]}
                  for p in sorted(cycle.preemptions, key=lambda p: (p.key[0], p.key[1]))]
     result: Obj = {"submitted": submitted or [], "gangs": gangs, "ungated": ungated, "deleted": deleted,
-                   "preempted": preempted}
+                   "preempted": preempted, "queues": queue_statuses or []}
     if podgroups is not None:
         result["podgroups"] = sorted(podgroups, key=lambda g: (g["metadata"]["namespace"], g["metadata"]["name"]))
     return result
@@ -289,6 +295,10 @@ def _text(result: Obj) -> str:
         why = "" if eviction["whole_gang"] else f" — {eviction['message']}"
         lines.append(f"{eviction['namespace']}/{eviction['gang']}: deletes {what} {', '.join(eviction['pods'])} "
                      f"({eviction['reason']}){why}")
+    for queue in result["queues"]:
+        status = queue["status"]
+        lines.append(f"Queue {queue['name']}: {status['usageSummary'] or 'no quota'}, {status['admittedGangs']} "
+                     f"admitted, {status['pendingGangs']} pending, weighted share {status['weightedShare']}")
     for preempting in result["preempted"]:
         for victim in preempting["victims"]:
             lines.append(f"{preempting['namespace']}/{preempting['gang']}: preempts {victim['kind'].lower()} "
@@ -323,12 +333,12 @@ def run(args: argparse.Namespace) -> int:
             # libyaml's loader when present: snapshots of real clusters run to many megabytes.
             objects = objects_in(yaml.load_all(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
             objects, submitted = submit(objects, config, now)
-            cycle, ungated, podgroups = simulate_podgroups(objects, config, now)
+            cycle, ungated, podgroups, queue_statuses = simulate_podgroups(objects, config, now)
         except yaml.YAMLError as exc:
             raise CommandError(f"cannot read {args.scenario}: {' '.join(str(exc).split())}") from None
         except ScenarioError as exc:
             raise CommandError(f"{args.scenario}: {exc}") from None
-    result = report(cycle, ungated, podgroups, submitted)
+    result = report(cycle, ungated, podgroups, submitted, queue_statuses)
     print(_text(result) if args.output == "text" else dump(result, args.output))
     return FOUND if any(d.decision in STUCK for d in cycle.gangs) else 0
 

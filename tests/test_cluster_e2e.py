@@ -6,7 +6,7 @@ Python client in its own namespace, lets the emulated operator create the pods, 
 apiserver stored them, i.e. after the webhook's patch was applied.
 
 Gang sizes and expected members are computed here from the spec by the documented formulas
-(/work/shared/operators.md, README "Supported operators"), never taken from the product. Gated pods never run in
+(/work/shared/operators.md, docs/reference/operators.md), never taken from the product. Gated pods never run in
 this milestone (the gate controller that releases them comes later), so for staged gangs only the first stage
 exists: the tests assert it and that the later stage has not appeared after a short wait. The same roots without
 opt-in run to completion of their startup (all stages) with the default scheduler.

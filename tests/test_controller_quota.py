@@ -112,8 +112,10 @@ def test_a_cohort_lends_only_what_its_queues_do_not_use() -> None:
 
 
 def test_a_queue_whose_nominal_quota_was_lent_says_so() -> None:
-    # qb (4) borrowed qa's 8: it uses 12. qa's 4 cpu gang is within qa's nominal, but the cohort has 0 free.
-    queues = [queue("qa", "8", "a", "research"), queue("qb", "4", "b", "research")]
+    # qb (4) borrowed qa's 8: it uses 12. qa's 4 cpu gang is within qa's nominal, but the cohort has 0 free; qa
+    # does not reclaim (reclaimWithinCohort: Never).
+    queues = [queue("qa", "8", "a", "research", preemption={"reclaimWithinCohort": "Never"}),
+              queue("qb", "4", "b", "research")]
     busy = gang("busy", 12, "1", "b", where=["n0"] * 8 + ["n1"] * 4)
     state, engine = world(3, queues, *busy, *gang("mine", 4, "1", "a"))
     waits = decision(engine.cycle(T0 + 1), "mine", "a")
@@ -167,13 +169,16 @@ def test_a_weight_zero_queue_that_borrows_has_the_largest_share() -> None:
 
 @pytest.mark.parametrize("case, expected", [
     ("named missing", "its root names Queue 'nope' (kubenexus.io/queue), which does not exist"),
+    ("named, no Queue at all", "its root names Queue 'nope' (kubenexus.io/queue), which does not exist"),
     ("two select", "namespace ml is selected by 2 Queues (q1, q2)"),
     ("unreadable", "Queues cannot be read (HTTP 403: forbidden): its quota is unknown"),
 ])
 def test_a_gang_whose_queue_cannot_be_told_waits_and_says_why(case: str, expected: str) -> None:
     queues = [queue("q1", "8", "ml"), queue("q2", "8", "ml") if case == "two select" else queue("q2", "8", "x")]
+    if case == "named, no Queue at all":
+        queues = []
     pods = gang("job", 2)
-    if case == "named missing":
+    if case.startswith("named"):
         for obj in pods:
             obj["metadata"]["annotations"][OWNER] = "kubeflow.org/v1/PyTorchJob/job"
     state, engine = world(1, queues, *pods)
@@ -183,3 +188,81 @@ def test_a_gang_whose_queue_cannot_be_told_waits_and_says_why(case: str, expecte
     waits = decision(engine.cycle(T0 + 1), "job")
     assert waits.decision == Verdict.WAIT and waits.cause == Cause.QUEUE_UNKNOWN
     assert expected in waits.reason, waits.reason
+
+
+# --- preemption by Queue policy (controller/queue_preemption.py) ------------------------------------------------------
+
+
+def victims(cycle: Any) -> list[str]:
+    return sorted(f"{u.gang[0]}/{u.gang[1]}" for p in cycle.preemptions for u in p.victims)
+
+
+def borrower(created_base: str = "2026-11-22T08:00:00Z") -> list[dict[str, Any]]:
+    """qb's gangs: "base" (4 x 1 cpu, its nominal 4, older) and "borrowed" (8 x 1 cpu beyond it, newer)."""
+    return [*gang("base", 4, "1", "b", where=["n0"] * 4, created=created_base),
+            *gang("borrowed", 8, "1", "b", where=["n1"] * 8, created="2026-11-22T09:00:00Z")]
+
+
+def test_reclaim_takes_the_borrowing_gang_whole_and_leaves_the_borrowers_nominal_share() -> None:
+    # qa (8) and qb (4) in cohort research: qb uses 12 (base 4 + borrowed 8); qa's gang (4 x 1 cpu) is within qa's
+    # nominal but the cohort has 12 - 12 = 0 free. The nodes have room (n2 is empty): quota alone holds it.
+    # Taking "borrowed" (qb still borrows before it) frees 8: qa's 4 fit. "base" keeps running.
+    queues = [queue("qa", "8", "a", "research"), queue("qb", "4", "b", "research")]
+    state, engine = world(3, queues, *borrower(), *gang("mine", 4, "1", "a"))
+    cycle = engine.cycle(T0 + 1)
+    mine = decision(cycle, "mine", "a")
+    assert mine.cause == Cause.PREEMPTING and "as its Queue qa allows 1 gang(s), 8 pod(s)" in mine.reason, mine.reason
+    assert victims(cycle) == ["b/borrowed"]
+    assert [p.name for p in cycle.preemptions[0].victims[0].pods] == [f"borrowed-{i}" for i in range(8)], "whole"
+
+
+@pytest.mark.parametrize("policy, priority", [("Never", 10), ("LowerPriority", 0)])
+def test_no_reclaim_when_the_queues_policy_says_no(policy: str, priority: int) -> None:
+    # as above; Never takes nothing, LowerPriority nothing of equal priority (all are 0 here unless said)
+    queues = [queue("qa", "8", "a", "research", preemption={"reclaimWithinCohort": policy}),
+              queue("qb", "4", "b", "research")]
+    state, engine = world(3, queues, *borrower(), *gang("mine", 4, "1", "a", priority=priority))
+    cycle = engine.cycle(T0 + 1)
+    assert not cycle.preemptions and decision(cycle, "mine", "a").cause == Cause.QUOTA
+
+
+def test_within_queue_a_higher_priority_gang_takes_a_lower_ones_quota() -> None:
+    # team (4): "low" (4 x 1 cpu, priority 0) uses it all; "high" (2 x 1 cpu, priority 10) preempts it whole.
+    # With withinQueue: Never it waits.
+    for within, expected in (("LowerPriority", ["ml/low"]), ("Never", [])):
+        queues = [queue("team", "4", "ml", preemption={"withinQueue": within})]
+        state, engine = world(1, queues, *gang("low", 4, "1", where=["n0"] * 4), *gang("high", 2, "1", priority=10))
+        assert victims(engine.cycle(T0 + 1)) == expected, within
+
+
+def test_fair_sharing_preemption_settles_and_never_ping_pongs() -> None:
+    # lender (8, idle), qa and qb (0 nominal each) in cohort pool: everything they run is borrowed.
+    # qa runs a1 (4 x 1, older) and a2 (2 x 1, newer): 6 of the 8. qb's b1 (4 x 1) waits: 2 free.
+    # qb's share with b1 = 4/8 = 500; qa's without a2 = 4/8 = 500: 500 <= 500, a2 goes (LessThanOrEqualToFinalShare).
+    queues = [queue("lender", "8", "c", "pool"), queue("qa", "0", "a", "pool"), queue("qb", "0", "b", "pool")]
+    pods = [*gang("a1", 4, "1", "a", where=["n0"] * 4, created="2026-11-22T08:00:00Z"),
+            *gang("a2", 2, "1", "a", where=["n1"] * 2, created="2026-11-22T09:00:00Z"), *gang("b1", 4, "1", "b")]
+    state, engine = world(3, queues, *pods)
+    assert victims(engine.cycle(T0 + 1)) == ["a/a2"]
+    for i in range(2):
+        state.delete_pod(f"uid-a-a2-{i}", T0 + 2)
+    assert "b/b1" in released(engine.cycle(T0 + 3))
+    for obj in gang("b1", 4, "1", "b", where=["n2"] * 4):  # b1 binds and runs
+        state.upsert_pod(obj, T0 + 4)
+    for obj in gang("a2", 2, "1", "a", created="2026-11-22T09:10:00Z"):  # its operator recreates a2, gated
+        state.upsert_pod(obj, T0 + 4)
+    # a2 again: qa's share with it 6/8 = 750; qb's without b1 0: 750 > 0, no preemption back. It settles.
+    for t in range(5, 10):
+        cycle = engine.cycle(T0 + t)
+        assert not cycle.preemptions and decision(cycle, "a2", "a").cause == Cause.QUOTA
+
+
+def test_fair_sharing_preemption_never_takes_from_a_queue_whose_share_would_fall_below() -> None:
+    # qa runs two gangs of 2: 4 of the lender's 8 borrowed, 4 free; qb's b1 (6) waits. qb's share with b1 would be
+    # 6/8 = 750, qa's without one of its gangs 2/8 = 250: taking it would leave qa below qb, so nothing is taken.
+    queues = [queue("lender", "8", "c", "pool"), queue("qa", "0", "a", "pool"), queue("qb", "0", "b", "pool")]
+    pods = [*gang("a1", 2, "1", "a", where=["n0"] * 2), *gang("a2", 2, "1", "a", where=["n1"] * 2),
+            *gang("b1", 6, "1", "b")]
+    state, engine = world(3, queues, *pods)
+    cycle = engine.cycle(T0 + 1)
+    assert not cycle.preemptions and decision(cycle, "b1", "b").cause == Cause.QUOTA

@@ -549,7 +549,7 @@ def _snapshot(free_rack: bool) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("free_rack", [False, True])
 def test_simulate_and_the_podgroup_show_the_topology_and_the_domain(free_rack: bool) -> None:
-    cycle, ungated, podgroups = simulate_podgroups(_snapshot(free_rack), Config(), NOW)
+    cycle, ungated, podgroups, _ = simulate_podgroups(_snapshot(free_rack), Config(), NOW)
     result = report(cycle, ungated, podgroups)
     [gang] = result["gangs"]
     [group] = result["podgroups"]

@@ -48,7 +48,7 @@ PART_OF = ("app.kubernetes.io/part-of", "kubenexus-gang-admission")
 CONFIG_PATH = "/etc/kubenexus/config.yaml"
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
-# The documented uninstall (README "Uninstall"), {dir} being the variant that was installed. Webhook
+# The documented uninstall (docs/tasks/uninstall.md), {dir} being the variant that was installed. Webhook
 # configurations first, so that the apiserver stops calling a webhook that is going away; then the components,
 # so that nothing recreates what follows; then what the components created at run time (the namespace's deletion
 # removes those in a real cluster; the local cluster has no such cascade); then everything the manifests created

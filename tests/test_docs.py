@@ -114,5 +114,5 @@ def test_every_version_has_its_changelog_section_and_upgrade_notes() -> None:
     changelog = (ROOT / "CHANGELOG.md").read_text()
     sections = re.findall(r"^## \[([^\]]+)\]", changelog, re.MULTILINE)
     assert sections[0] == "Unreleased" and version() in sections, sections
-    notes = re.findall(r"^### (\S+)$", (ROOT / "docs/operations/upgrade.md").read_text(), re.MULTILINE)
-    assert notes == sections, "docs/operations/upgrade.md: one section of notes per CHANGELOG section, in its order"
+    notes = re.findall(r"^### (\S+)$", (ROOT / "docs/tasks/upgrade.md").read_text(), re.MULTILINE)
+    assert notes == sections, "docs/tasks/upgrade.md: one section of notes per CHANGELOG section, in its order"

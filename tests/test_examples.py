@@ -1,4 +1,5 @@
-"""The examples the README points at give the decisions their records document (``workloads/<kind>/examples/``)."""
+"""The examples the docs point at (docs/tasks/explain-simulate.md) give the decisions their records document
+(``workloads/<kind>/examples/``)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,6 @@ def test_example(kind: str, example: Example) -> None:
 
 
 def test_the_documented_examples_are_run() -> None:
-    """The README's (the Spark driver) and the others DEVELOPERS.md relies on stay listed in their records."""
+    """The docs' (the Spark driver) and the others DEVELOPERS.md relies on stay listed in their records."""
     assert {example.pod for _, example in EXAMPLES} >= {"spark-pi-driver.yaml", "spark-pi-executor.yaml",
                                                          "pytorch-worker.yaml", "batch-job-pod.yaml"}

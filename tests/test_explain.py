@@ -1,9 +1,10 @@
 """``kubenexus explain`` on pods read from a cluster after admission, and with objects missing from its input.
 
-The README's flow is ``kubectl get pod POD -o yaml`` then ``explain``: that pod carries admission's labels,
-annotations and gate (and, once released, the controller's planned node, its node and status). Explain must say
-what that state is and decide again for the pod as its creator sent it, giving the same answer as for the pod
-before admission; and an object the decision looked for and did not find is named, not silently decided upon.
+The documented flow (docs/tasks/explain-simulate.md) is ``kubectl get pod POD -o yaml`` then ``explain``: that pod
+carries admission's labels, annotations and gate (and, once released, the controller's planned node, its node and
+status). Explain must say what that state is and decide again for the pod as its creator sent it, giving the same
+answer as for the pod before admission; and an object the decision looked for and did not find is named, not
+silently decided upon.
 """
 
 from __future__ import annotations

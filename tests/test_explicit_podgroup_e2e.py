@@ -3,8 +3,8 @@ AdmissionReviews against the stub apiserver), and the product on the local clust
 webhook configurations, the PodGroup CRD of deploy/base created through the API, a gate controller under its
 service account).
 
-Expectations come from the contract (README "The gang contract", "Validation"), the scenario's sizes and the nodes'
-capacities, never from the product."""
+Expectations come from the contract (docs/concepts/explicit-podgroups.md, docs/reference/validation.md), the
+scenario's sizes and the nodes' capacities, never from the product."""
 
 from __future__ import annotations
 

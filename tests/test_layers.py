@@ -126,7 +126,7 @@ def test_the_core_and_the_emulator_use_only_their_side_of_workloads(package: str
 
 
 def _core_modules() -> list[Path]:
-    """gang/, and the records and adapters of workloads/ (not the emulators, nor the README generator)."""
+    """gang/, and the records and adapters of workloads/ (not the emulators, nor the operators-table generator)."""
     return _modules("gang") + [p for p in _modules("workloads") if p.stem not in ("emulator", "readme")]
 
 

@@ -1,8 +1,8 @@
 """deploy/overlays/monitoring: ServiceMonitors and a PrometheusRule for the Prometheus Operator.
 
 Both objects are validated against the operator's CRD schemas (vendored in tests/support/schemas/), the
-ServiceMonitors checked to find the components' pods and ports, the rule checked to hold the alerts README
-"Metrics and alerts" describes, and every metric an alert's expression names checked against what the two
+ServiceMonitors checked to find the components' pods and ports, the rule checked to hold the alerts
+docs/operations/monitoring.md describes, and every metric an alert's expression names checked against what the two
 components export: both run on the local cluster (installed from the release manifest), take some traffic, and are
 scraped; an alert naming a series neither exports fails (``up`` aside: Prometheus records it for every target).
 """
@@ -35,7 +35,7 @@ ROOT = release.ROOT
 Obj = dict[str, Any]
 #: Series Prometheus itself records for every scraped target (not exported by the product).
 PROMETHEUS_SERIES = {"up"}
-#: What the issue asks the rule to watch, beside README's alerts.
+#: What the issue asks the rule to watch, beside the alerts of docs/operations/monitoring.md.
 REQUIRED = {"KubeNexusWebhookDown", "KubeNexusWebhookErrors", "KubeNexusGangsStuckReleasing", "KubeNexusNoScheduler",
             "KubeNexusCertificateExpiresSoon", "KubeNexusNoControllerLeader", "KubeNexusControllerDown"}
 #: The series of a metric family, by type (a counter's family name is its name without ``_total``).
@@ -101,9 +101,8 @@ def test_each_service_monitor_finds_its_component(monitoring: list[Obj]) -> None
 
 
 def test_the_rule_holds_the_documented_alerts(monitoring: list[Obj]) -> None:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("\n## Metrics and alerts\n", 1)[1].split("\n## ", 1)[0]
-    documented = yaml.safe_load(section.split("```yaml\n", 1)[1].split("```", 1)[0])
+    page = (ROOT / "docs" / "operations" / "monitoring.md").read_text()
+    documented = yaml.safe_load(page.split("```yaml\n", 1)[1].split("```", 1)[0])
     rule = alerts(monitoring)
     for alert in (r for group in documented["groups"] for r in group["rules"]):
         assert rule.get(alert["alert"]) == alert["expr"], alert["alert"]

@@ -123,7 +123,8 @@ def test_an_invalid_value_is_warned_about_and_ignored(kube: Kube, kubectl: Kubec
 
 def test_the_watch_sees_a_label_within_milliseconds(cluster: LocalCluster, kube: Kube) -> None:
     """The namespace source of a webhook worker, in process: reads go to the fallback until the watch is open, then
-    follow label changes as their events arrive (measured here: the promise in the README is 'at once')."""
+    follow label changes as their events arrive (measured here: docs/concepts/gang-contract.md promises 'at
+    once')."""
     fallback_reads: list[str] = []
 
     class Fallback:

@@ -1,6 +1,6 @@
 """``make release`` (tools/release.py): one manifest per variant, pinned to the one version, installed as
 ``kubectl apply --server-side -f`` installs it, upgraded over the previous version's, and uninstalled as
-docs/operations/uninstall.md says.
+docs/tasks/uninstall.md says.
 
 The local cluster runs no Deployment pods: the components run here (``tests/support/deploy.py`` ``Installed``: the
 webhook as a process, the controller as a thread, each with the installed ConfigMap's settings), and the webhook
@@ -149,8 +149,8 @@ def previous_version(tmp_path: Path) -> Path:
 
 
 def uninstall_steps(file: str) -> list[list[str]]:
-    """docs/operations/uninstall.md: its kubectl commands, in order, for the release ``file``."""
-    page = (ROOT / "docs" / "operations" / "uninstall.md").read_text()
+    """docs/tasks/uninstall.md: its kubectl commands, in order, for the release ``file``."""
+    page = (ROOT / "docs" / "tasks" / "uninstall.md").read_text()
     block = page.split("```sh\n", 1)[1].split("```", 1)[0]
     return [shlex.split(line.split("#", 1)[0].replace("kubenexus-gang-admission.yaml", file))[1:]
             for line in block.splitlines() if line.startswith("kubectl ")]

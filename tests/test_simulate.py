@@ -42,7 +42,7 @@ RUNS = [
     ("priority.yaml", NOW), ("never-fits.yaml", "2026-11-22T09:05:00Z"), ("starvation.yaml", "2026-11-22T09:02:00Z"),
     ("starvation.yaml", "2026-11-22T09:06:00Z"), ("unbound.yaml", NOW), ("nominated.yaml", NOW),
     ("certifiable.yaml", NOW), ("anti-affinity.yaml", NOW), ("waiting.yaml", NOW), ("unresolved.yaml", NOW),
-    ("stranded.yaml", NOW), ("submit.yaml", NOW), ("preemption.yaml", NOW),
+    ("stranded.yaml", NOW), ("submit.yaml", NOW), ("preemption.yaml", NOW), ("queues.yaml", NOW),
 ]
 
 
@@ -82,7 +82,7 @@ def output(scenario: str, now: str = NOW) -> dict[str, Any]:
 def simulate(scenario: str, now: str = NOW) -> dict[str, dict[str, Any]]:
     """The gangs ``kubenexus simulate -o json`` reports, by name (names are unique within each scenario)."""
     result = output(scenario, now)
-    assert set(result) == {"submitted", "gangs", "ungated", "deleted", "preempted", "podgroups"}
+    assert set(result) == {"submitted", "gangs", "ungated", "deleted", "preempted", "queues", "podgroups"}
     gangs = {gang["name"]: gang for gang in result["gangs"]}
     assert len(gangs) == len(result["gangs"])
     for gang in result["gangs"]:
@@ -509,6 +509,25 @@ def test_preemption_off_leaves_the_lower_gang_running(tmp_path):
     assert_held(gangs["prod"], "wait", "the most free is 1900m cpu")
 
 
+def test_quota_decides_while_the_nodes_have_room():
+    # team-a and team-b: 4 cpu each in cohort research (8 in all). a/train (2 x 2) and b/etl (1 x 3) are within
+    # their Queues' nominal quota; a/extra (2) would take team-a to 6, borrowing 2 of the 8 - 4 - 3 = 1 unused.
+    result = output("queues.yaml")
+    gangs = {gang["name"]: gang for gang in result["gangs"]}
+    assert gangs["train"]["decision"] == "release" and gangs["etl"]["decision"] == "release"
+    assert_held(gangs["extra"], "wait", "queue team-a: cpu 4/4 nominal, cohort research has 1 to lend; "
+                                        "the gang needs 2")
+    statuses = {queue["name"]: queue["status"] for queue in result["queues"]}
+    assert statuses["team-a"]["usage"] == {"cpu": "4"} and statuses["team-b"]["usage"] == {"cpu": "3"}
+    assert (statuses["team-a"]["admittedGangs"], statuses["team-a"]["pendingGangs"]) == (1, 1)
+    assert (statuses["team-b"]["admittedGangs"], statuses["team-b"]["pendingGangs"]) == (1, 0)
+    assert statuses["team-a"]["usageSummary"] == "cpu 4/4" and statuses["team-a"]["borrowing"] == {}
+    groups = {g["metadata"]["name"]: g for g in result["podgroups"]}
+    assert {name: g["spec"].get("queue") for name, g in groups.items()} == {
+        "train": "team-a", "extra": "team-a", "etl": "team-b"}
+    assert groups["extra"]["status"]["waitingFor"] == "quota"
+
+
 def test_never_fits_does_not_block_a_later_gang():
     # At 09:05 colossal and gossip have waited 65 minutes, far past the 300 s starvation threshold.
     gangs = simulate("never-fits.yaml", "2026-11-22T09:05:00Z")
@@ -747,8 +766,8 @@ def _snapshot(tmp_path: Path, *drop: str, scenario: str = "submit.yaml") -> str:
 
 
 def test_a_namespace_admission_reads_and_the_snapshot_lacks_is_named_not_guessed(tmp_path: Path) -> None:
-    """A snapshot of nodes and pods alone (the README's command left namespaces out): etl's pods were "not opted in",
-    as if its namespace had no label, and the run went on."""
+    """A snapshot of nodes and pods alone (the documented command once left namespaces out): etl's pods were "not
+    opted in", as if its namespace had no label, and the run went on."""
     done = run_cli(_snapshot(tmp_path, "Namespace batch"), "--now", NOW)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (f"kubenexus simulate: {tmp_path / 'submit.yaml'}: namespace batch is not in the snapshot, "

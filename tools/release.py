@@ -5,7 +5,7 @@ metadata, the image's ``org.opencontainers.image.version`` label is built from t
 the build checks against the installed command, and the manifests here get the image tag from it. Each variant is
 rendered by kustomize (``kubectl kustomize``, from the kubectl of the test extra) through a kustomization of its own
 that sets the image and labels every object ``app.kubernetes.io/version``. The files are for ``kubectl apply
---server-side -f`` (README "Install", "Upgrade").
+--server-side -f`` (docs/tasks/install.md, docs/tasks/upgrade.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One folder per operator kind, and the one registration of them.
 
 ``workloads/<kind>/`` holds everything about a kind: its record (``__init__.py``: resources, RBAC, webhook rules,
-README row, examples), its product adapters (``adapter.py``, imports only ``gang``), the emulator's operators
+operators-table row, examples), its product adapters (``adapter.py``, imports only ``gang``), the emulator's operators
 (``emulator.py``, imports only ``cluster``; absent when the emulator's built-in controllers run the kind) and
 ``examples/``. ``gang/adapters/table.py`` and ``cluster/operators/table.py`` load them for every name below, in
 this order. This module imports no product or emulator code: both sides read it.

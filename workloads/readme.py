@@ -1,5 +1,6 @@
-"""The README's "Supported operators" table, generated from the records: ``python -m workloads.readme`` rewrites
-it in place (between the markers), ``tests/test_workloads.py`` checks it is current."""
+"""The "Supported operators" table of the documentation (docs/reference/operators.md), generated from the records:
+``python -m workloads.readme`` rewrites it in place (between the markers), ``tests/test_workloads.py`` checks it is
+current. (The module keeps the name it had when the table lived in README.md.)"""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 from workloads import records
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "reference" / "operators.md"
 BEGIN = "<!-- operators table: generated from workloads/<kind>/__init__.py by `python -m workloads.readme` -->"
 END = "<!-- end of operators table -->"
 
@@ -22,20 +23,20 @@ def table() -> str:
 
 
 def rendered(text: str) -> str:
-    """``text`` (the README) with the table between the markers replaced by the current one."""
+    """``text`` (the page) with the table between the markers replaced by the current one."""
     head, begin, rest = text.partition(BEGIN)
     _, end, tail = rest.partition(END)
     if not begin or not end:
-        raise ValueError(f"README.md lacks the markers {BEGIN!r} ... {END!r}")
+        raise ValueError(f"{PAGE.name} lacks the markers {BEGIN!r} ... {END!r}")
     return f"{head}{BEGIN}\n{table()}\n{END}{tail}"
 
 
 def main() -> int:
-    text = README.read_text(encoding="utf-8")
+    text = PAGE.read_text(encoding="utf-8")
     new = rendered(text)
     if new != text:
-        README.write_text(new, encoding="utf-8")
-        print(f"{README}: operators table updated")
+        PAGE.write_text(new, encoding="utf-8")
+        print(f"{PAGE}: operators table updated")
     return 0
 
 

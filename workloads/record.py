@@ -1,8 +1,9 @@
 """What the product and the emulator need to know about one operator kind, as pure data.
 
 Both sides read a kind's record (``workloads/<kind>/__init__.py``): the RBAC and webhook rules in ``deploy/base``,
-the emulator's CRD list (``cluster/crds.py``) and the README's operator table are checked against it (or generated
-from it) by ``tests/test_workloads.py``. It imports nothing, so reading it pulls in neither side's code.
+the emulator's CRD list (``cluster/crds.py``) and the docs' operator table (``docs/reference/operators.md``) are
+checked against it (or generated from it) by ``tests/test_workloads.py``. It imports nothing, so reading it pulls in
+neither side's code.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class Resource:
 
 @dataclass(frozen=True)
 class Row:
-    """A row of the README's "Supported operators" table."""
+    """A row of the "Supported operators" table (docs/reference/operators.md)."""
 
     kinds: str
     gang: str

@@ -14,8 +14,8 @@ import kubernetes_validate
 import yaml
 
 Obj = dict[str, Any]
-#: The oldest Kubernetes release the product supports (README "Requirements") and the newest kubernetes-validate
-#: ships.
+#: The oldest Kubernetes release the product supports ("Kubernetes 1.30+" in README.md and docs/getting-started.md:
+#: tests/test_claims.py compares them) and the newest kubernetes-validate ships.
 SCHEMA_VERSIONS = ("1.30", kubernetes_validate.latest_version())
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
 #: Prometheus Operator kinds: their vendored CRD schema.
