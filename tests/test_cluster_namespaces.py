@@ -296,18 +296,18 @@ def test_the_namespace_waits_for_its_pods_graceful_deletion(core: client.CoreV1A
     kubelet.stop_node("node-1")
     try:
         core.create_namespaced_pod(ns, {"metadata": {"name": "p"}, "spec": {
-            "nodeName": "node-1", "terminationGracePeriodSeconds": 4,
+            "nodeName": "node-1", "terminationGracePeriodSeconds": 6,
             "containers": [{"name": "c", "image": "busybox:1"}]}})
         core.delete_namespace(ns)
         pod = wait_for(lambda: (p := core.read_namespaced_pod("p", ns)).metadata.deletion_timestamp and p,
                        what="the pod to be deleted")
-        assert pod.metadata.deletion_grace_period_seconds == 4
+        assert pod.metadata.deletion_grace_period_seconds == 6
         wait_for(lambda: conditions(core, ns).get("NamespaceContentRemaining", ("",))[0] == "True",
                  what="the pod to be reported as remaining")
         assert conditions(core, ns)["NamespaceContentRemaining"][2] == (
             "Some resources are remaining: pods. has 1 resource instances")
         assert conditions(core, ns)["NamespaceDeletionContentFailure"][0] == "False"
-        wait_for(lambda: conditions(core, ns)["NamespaceDeletionContentFailure"][0] == "True", 10.0,
+        wait_for(lambda: conditions(core, ns)["NamespaceDeletionContentFailure"][0] == "True", 15.0,
                  "the pod still there past its grace period to be an error")
         assert conditions(core, ns)["NamespaceDeletionContentFailure"][1:] == (
             "ContentDeletionFailed", f"Failed to delete all resource types, 1 remaining: unexpected items still "
