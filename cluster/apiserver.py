@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from cluster import deletion, events, eviction, priority, tables
+from cluster import deletion, events, eviction, lifecycle, priority, tables
 from cluster.admission import Request, User, WebhookAdmission, validate_webhook_configuration
 from cluster.audit import AuditLog, request_info
 from cluster.defaults import apply_defaults, default_priority_class, label_namespace_name, scheduling_gated_condition
@@ -28,7 +28,7 @@ from cluster.patches import APPLY_PATCH, PatchError, apply_patch, server_side_ap
 from cluster.rbac import review_errors, review_status, stored_policy
 from cluster.resources import Registry, Resource, from_crd
 from cluster.selectors import SelectorError, parse_field_selector, parse_label_selector
-from cluster.store import ApiError, Event, Obj, Store, now
+from cluster.store import ApiError, Event, Obj, Store, now, precondition_failure
 from cluster.validation import schema, schema_cel
 from cluster.validation.binding import validate_binding
 from cluster.validation.crd import validate_crd
@@ -36,6 +36,7 @@ from cluster.validation.decode import decode_errors
 from cluster.validation.errors import causes, invalid_message
 from cluster.validation.job import validate_job_policies
 from cluster.validation.meta import validate_object_meta
+from cluster.validation.namespace import validate_namespace_finalizers
 from cluster.validation.pod import validate_pod_create
 from cluster.validation.pod_update import validate_pod_update
 from cluster.validation.priority_class import validate_priority_class, validate_priority_class_update
@@ -79,8 +80,10 @@ class ApiServer:
         self.authorizer: Any = None  # cluster.rbac.StoreAuthorizer once RBAC is enforced for some users
 
     def _admit(self, req: Request) -> tuple[Obj | None, list[str]]:
-        """The built-in Priority plugin then the mutating webhooks, the strategy's PrepareForCreate and built-in
-        validation, the Priority plugin then the validating webhooks: the apiserver's order."""
+        """The built-in NamespaceLifecycle and Priority plugins then the mutating webhooks, the strategy's
+        PrepareForCreate and built-in validation, the Priority plugin then the validating webhooks: the apiserver's
+        order."""
+        lifecycle.admit(req, self._namespaces(), self._namespace)
         priority.admit(req, self._priority_classes)  # the request's own object, changed in place
         custom = not req.resource.builtin and req.resource.schema is not None
         writes = req.operation in ("CREATE", "UPDATE")
@@ -99,6 +102,20 @@ class ApiServer:
         priority.validate(admitted, self._priority_classes)
         warnings += self.admission.validate(admitted)
         return obj, warnings
+
+    def _namespaces(self) -> Resource:
+        resource = self.registry.get("", "v1", "namespaces")
+        assert resource is not None
+        return resource
+
+    def _namespace(self, name: str) -> Obj | None:
+        """The NamespaceLifecycle plugin's lookup: the namespace stored now, if any."""
+        try:
+            return self.store.get(self._namespaces(), None, name)
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+            return None
 
     def _priority_classes(self) -> list[Obj]:
         """The Priority plugin's lister: the PriorityClasses stored now."""
@@ -167,12 +184,15 @@ class ApiServer:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         listed = []
         for r in sorted(resources, key=lambda r: r.plural):
+            verbs = [v for v in VERBS if v != "deletecollection"] if lifecycle.is_namespace(r) else VERBS
             listed.append({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind,
-                           "verbs": VERBS if r.stored else ["create"], "shortNames": list(r.short_names)})
+                           "verbs": verbs if r.stored else ["create"], "shortNames": list(r.short_names)})
             for sub in r.subresources:
                 entry = {"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced, "kind": r.kind,
                          "verbs": ["get", "patch", "update"]}
-                if sub == "binding":
+                if sub == "finalize":  # FinalizeREST is an Updater only
+                    entry["verbs"] = ["update"]
+                elif sub == "binding":
                     entry.update(kind="Binding", verbs=["create"])
                 elif sub == "eviction":  # kubectl drain finds the Eviction's group and version here
                     entry.update(group="policy", version="v1", kind="Eviction", verbs=["create"])
@@ -261,6 +281,8 @@ class ApiServer:
             if method == "POST" and not target.name:
                 return self._review(_json(body))
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        if target.subresource == "finalize" and method != "PUT":  # FinalizeREST is an Updater only
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
         table = tables.negotiate(headers.get("accept", "")) if method == "GET" else None
         include = tables.include_object(query) if table else ""
         if method == "GET" and not target.name:
@@ -293,6 +315,9 @@ class ApiServer:
             return self._update(target, patched, user, dry_run, put=False)
         if method == "DELETE" and target.name:
             return self._delete(target, deletion.delete_options(_json(body) if body else None, query), user, dry_run)
+        if method == "DELETE" and not lifecycle.is_namespace(resource):  # the namespace REST has no DeleteCollection
+            return self._delete_collection(target, deletion.delete_options(_json(body) if body else None, query),
+                                           query, user, dry_run)
         raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 
     def _selectors(self, resource: Resource, query: dict[str, str]) -> Callable[[Obj], bool]:
@@ -383,16 +408,6 @@ class ApiServer:
 
         return Response(200, stream=stream())
 
-    def _check_namespace(self, target: Target) -> None:
-        if not target.resource.namespaced:
-            return
-        namespaces = self.registry.get("", "v1", "namespaces")
-        assert namespaces is not None
-        namespace = self.store.get(namespaces, None, target.namespace or "") if target.namespace else None
-        if namespace and (namespace.get("metadata") or {}).get("deletionTimestamp"):
-            raise ApiError(403, "Forbidden", f"unable to create new content in namespace {target.namespace} "
-                                             "because it is being terminated")
-
     def _validate(self, resource: Resource, obj: Obj, old: Obj | None, subresource: str = "") -> None:
         is_pod = resource.kind == "Pod" and not resource.group
         name = (obj.get("metadata") or {}).get("name") or (obj.get("metadata") or {}).get("generateName", "")
@@ -407,6 +422,8 @@ class ApiServer:
         else:
             errors = validate_object_meta(obj, resource.namespaced,
                                           dns_label_name=resource.kind == "Namespace")
+            if lifecycle.is_namespace(resource) and (old is None or subresource == "finalize"):
+                errors += validate_namespace_finalizers(obj, indexed=old is not None)
             if (resource.group, resource.kind) == ("batch", "Job"):
                 errors += validate_job_policies(obj)
         if not resource.builtin and resource.schema is not None:
@@ -438,7 +455,6 @@ class ApiServer:
             if body_ns and body_ns != target.namespace:
                 raise ApiError(400, "BadRequest", "the namespace of the provided object does not match the "
                                                   "namespace sent on the request")
-            self._check_namespace(target)
         obj["apiVersion"], obj["kind"] = resource.api_version, resource.kind
         if resource.namespaced:
             meta["namespace"] = target.namespace
@@ -560,46 +576,81 @@ class ApiServer:
         raise ApiError(409, "Conflict", "too many concurrent updates")
 
     def _delete(self, target: Target, options: Obj, user: User, dry_run: bool) -> Response:
-        """DELETE (``cluster/deletion.py``): admission, preconditions, graceful deletion of pods, the garbage
-        collector's finalizers; the object is returned while it still exists (marked), else a Status."""
+        """DELETE (``cluster/deletion.py``): the object is returned while it still exists (marked), else a Status
+        (the object itself for the kinds whose storage returns it)."""
         resource = target.resource
-        stored = self._stored(resource)
-        current = self._out(resource, self.store.get(stored, target.namespace, target.name))
-        if (resource.group, resource.plural) == (priority.GROUP, priority.PLURAL):
-            priority.refuse_system_deletion(target.name)
-        _, warnings = self._admit(Request("DELETE", resource, "", target.namespace, target.name, None, current,
-                                          user, dry_run))
-        warnings = warnings + deletion.warnings_for(resource, options)
-        if dry_run:
-            return Response(200, current, warnings=warnings)
-        deleted = self._remove(target, current, options)
-        is_crd = (resource.group, resource.kind) == ("apiextensions.k8s.io", "CustomResourceDefinition")
-        if self.store.exists(stored, target.namespace, target.name, deleted["metadata"]["uid"]):
-            if is_crd and not current["metadata"].get("deletionTimestamp"):
-                deleted = self._terminating(deleted)
-            return Response(200, deleted, warnings=warnings)  # marked: grace period or finalizers pending
-        if is_crd:
-            self.registry.remove_group_plural(deleted["spec"]["group"], deleted["spec"]["names"]["plural"])
-        if resource.group or resource.kind not in ("Pod", "Namespace", "Service"):  # no ReturnDeletedObject
+        current = self._out(resource, self.store.get(self._stored(resource), target.namespace, target.name))
+        deleted, warnings, remains = self._delete_item(target, current, target.name, options, user, dry_run)
+        if not remains and (resource.group or resource.kind not in ("Pod", "Namespace", "Service")):
             details = {"name": target.name, "group": resource.group, "kind": resource.plural,
                        "uid": deleted["metadata"].get("uid")}
             deleted = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                        "details": {k: v for k, v in details.items() if v}}  # omitempty
         return Response(200, deleted, warnings=warnings)
 
+    def _delete_collection(self, target: Target, options: Obj, query: dict[str, str], user: User,
+                           dry_run: bool) -> Response:
+        """DELETE of a collection (``handlers/delete.go`` ``DeleteCollection``, the generic registry's
+        ``DeleteCollection``): every object the label and field selectors select, each deleted as its DELETE would
+        be but admitted as a DELETE that names no object (``AdmissionToValidateObjectDeleteFunc``: the webhooks see
+        each as the oldObject); one gone meanwhile is skipped, any other failure is the answer. Returns the list as
+        it was before."""
+        resource = target.resource
+        stored = self._stored(resource)
+        listed, rv = self.store.list(stored, target.namespace, self._selectors(resource, query))
+        warnings: list[str] = []
+        for obj in listed:
+            item = Target(resource, target.namespace, obj["metadata"]["name"])
+            try:
+                current = self._out(resource, self.store.get(stored, item.namespace, item.name))
+                _, more, _ = self._delete_item(item, current, "", options, user, dry_run)
+            except ApiError as exc:
+                if exc.code != 404:
+                    raise
+                continue
+            warnings += [w for w in more if w not in warnings]
+        return Response(200, {"kind": f"{resource.kind}List", "apiVersion": resource.api_version,
+                              "metadata": {"resourceVersion": str(rv)},
+                              "items": [self._out(resource, obj) for obj in listed]}, warnings=warnings)
+
+    def _delete_item(self, target: Target, current: Obj, admitted_name: str, options: Obj, user: User,
+                     dry_run: bool) -> tuple[Obj, list[str], bool]:
+        """One object's deletion once read: admission (of ``admitted_name``), preconditions, graceful deletion of
+        pods, the garbage collector's finalizers. The object as deleted or marked, the warnings, and whether it
+        remains (marked: a grace period or finalizers pending; or a dry run)."""
+        resource = target.resource
+        stored = self._stored(resource)
+        if (resource.group, resource.plural) == (priority.GROUP, priority.PLURAL):
+            priority.refuse_system_deletion(target.name)
+        _, warnings = self._admit(Request("DELETE", resource, "", target.namespace, admitted_name, None, current,
+                                          user, dry_run))
+        warnings = warnings + deletion.warnings_for(resource, options)
+        if dry_run:
+            return current, warnings, True
+        deleted = self._remove(target, current, options)
+        is_crd = (resource.group, resource.kind) == ("apiextensions.k8s.io", "CustomResourceDefinition")
+        if self.store.exists(stored, target.namespace, target.name, deleted["metadata"]["uid"]):
+            if is_crd and not current["metadata"].get("deletionTimestamp"):
+                deleted = self._terminating(deleted)
+            return deleted, warnings, True
+        if is_crd:
+            self.registry.remove_group_plural(deleted["spec"]["group"], deleted["spec"]["names"]["plural"])
+        return deleted, warnings, False
+
     def _remove(self, target: Target, current: Obj, options: Obj) -> Obj:
         """The storage's Delete after admission: preconditions, a pod's grace period (a pending graceful deletion is
-        only ever shortened), the garbage collector's finalizers; the object as deleted or marked."""
+        only ever shortened), the garbage collector's finalizers; the object as deleted or marked. A namespace's is
+        the namespace registry's own."""
         resource = target.resource
+        if lifecycle.is_namespace(resource):
+            return self._remove_namespace(target, current, options)
         preconditions = options.get("preconditions") or {}
         grace = None
         if resource.kind == "Pod" and not resource.group:
             grace = options.get("gracePeriodSeconds") if current["metadata"].get("deletionTimestamp") \
                 else deletion.pod_grace_seconds(current, options)
-        cascading = resource.kind != "Namespace" or resource.group  # namespaces have their own deletion
-        finalizers = deletion.gc_finalizers(resource, options) if cascading else None
-        if (resource.group, resource.kind) == ("apiextensions.k8s.io", "CustomResourceDefinition") \
-                and finalizers is not None:
+        finalizers = deletion.gc_finalizers(resource, options)
+        if (resource.group, resource.kind) == ("apiextensions.k8s.io", "CustomResourceDefinition"):
             gc_finalizers = finalizers
 
             def finalizers(obj: Obj) -> list[str]:  # REST.Delete: the cleanup finalizer first of all
@@ -609,6 +660,24 @@ class ApiServer:
         return self._out(resource, self.store.delete(
             self._stored(resource), target.namespace, target.name, grace=grace, uid=preconditions.get("uid"),
             resource_version=preconditions.get("resourceVersion"), finalizers=finalizers))
+
+    def _remove_namespace(self, target: Target, current: Obj, options: Obj) -> Obj:
+        """The namespace registry's Delete (``cluster/lifecycle.py``), with the namespace's own uid as precondition
+        unless the request has one: the first marks it Terminating; a later one deletes it once
+        ``spec.finalizers`` is empty, and before that returns it unchanged."""
+        preconditions = options.get("preconditions") or {}
+        uid, resource_version = preconditions.get("uid") or current["metadata"]["uid"], preconditions.get(
+            "resourceVersion")
+        failure = precondition_failure(target.resource, target.name, current["metadata"], uid, resource_version)
+        if failure:
+            raise failure
+        if not current["metadata"].get("deletionTimestamp"):
+            return self.store.mark_deleted(target.resource, target.name, lifecycle.mark_terminating(options), uid=uid,
+                                           resource_version=resource_version)
+        if (current.get("spec") or {}).get("finalizers"):
+            return current
+        return self.store.delete(target.resource, None, target.name, uid=uid, resource_version=resource_version,
+                                 finalizers=deletion.gc_finalizers(target.resource, options))
 
     def _terminating(self, crd: Obj) -> Obj:
         """The Terminating condition of a CRD whose deletion began (``InstanceDeletionPending``)."""
@@ -747,10 +816,13 @@ def _with_preconditions(options: Obj, **preconditions: str) -> Obj:
 
 def _prepare_for_create(resource: Resource, obj: Obj) -> None:
     """The strategies' PrepareForCreate, after the mutating webhooks: a gated pod's PodScheduled=False condition
-    (``applySchedulingGatedCondition``); a custom resource with a status subresource loses the status it was
-    created with (``customResourceStrategy``: create cannot set status)."""
+    (``applySchedulingGatedCondition``); a namespace Active with the ``kubernetes`` finalizer
+    (``cluster/lifecycle.py``); a custom resource with a status subresource loses the status it was created with
+    (``customResourceStrategy``: create cannot set status)."""
     if resource.kind == "Pod" and not resource.group:
         scheduling_gated_condition(obj)
+    elif lifecycle.is_namespace(resource):
+        lifecycle.prepare_for_create(obj)
     elif not resource.builtin and "status" in resource.subresources:
         obj.pop("status", None)
 

@@ -134,8 +134,7 @@ def apply_defaults(kind: str, group: str, obj: Obj) -> None:
             status.setdefault("phase", "Pending")
             status.setdefault("qosClass", _qos(spec))
     elif group == "" and kind == "Namespace":
-        label_namespace_name(obj)
-        obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+        label_namespace_name(obj)  # spec.finalizers are the strategy's (cluster/lifecycle.py prepare_for_create)
         obj.setdefault("status", {}).setdefault("phase", "Active")
     elif group == "batch" and kind == "Job" and isinstance(spec, dict):
         if spec.get("parallelism") is None and spec.get("completions") is None:

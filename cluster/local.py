@@ -1,5 +1,6 @@
 """A whole local cluster in one process: apiserver over TLS, admission, scheduler, kubelets, kube-controller-manager's
-garbage collectors (of owners, of pods), node lifecycle, taint eviction and disruption controllers, and the operators.
+garbage collectors (of owners, of pods), namespace, node lifecycle, taint eviction and disruption controllers, and the
+operators.
 
 Tests, ``kubenexus cluster serve`` and ``kubenexus demo`` start one of these; clients reach it
 through the kubeconfig it writes, exactly as they would reach a real cluster. Faults for tests and benchmarks:
@@ -23,6 +24,7 @@ from cluster.crd_finalizer import CrdFinalizer
 from cluster.defaults import NAMESPACE_NAME_LABEL
 from cluster.gc import GarbageCollector
 from cluster.http import ApiHttpServer, Latency, write_kubeconfig
+from cluster.namespaces import NamespaceController
 from cluster.pki import write_serving_files
 from cluster.priority import GROUP, PLURAL, system_priority_classes
 from cluster.resources import Registry
@@ -76,8 +78,9 @@ class LocalCluster:
         self.http = ApiHttpServer(self.api, tls.cert, tls.key, self.users)
         self.kubeconfig = write_kubeconfig(os.path.join(self.workdir, "kubeconfig"), self.http.url, tls.ca_cert,
                                            self.admin_token)
-        # kube-controller-manager's garbage collector and the apiextensions-apiserver's CRD finalizer: always there
-        self.components: list[Any] = [GarbageCollector(self.api), CrdFinalizer(self.api)]
+        # kube-controller-manager's garbage collector and namespace controller, the apiextensions-apiserver's CRD
+        # finalizer: always there
+        self.components: list[Any] = [GarbageCollector(self.api), NamespaceController(self.api), CrdFinalizer(self.api)]
         self._seed(nodes or [NodeSpec(f"node-{i}") for i in range(3)])
 
     def _seed(self, nodes: list[NodeSpec | dict[str, Any]]) -> None:
@@ -125,7 +128,8 @@ class LocalCluster:
                        pod_gc_seconds: float = 20.0) -> None:
         """Start the scheduler, the kubelets, the node lifecycle, taint eviction and disruption controllers, the
         pod garbage collector (every ``pod_gc_seconds``, kube-controller-manager's 20 s) and (optionally) the
-        operators; ``stop()`` ends them. (The garbage collector of owners runs from ``start()`` on.)
+        operators; ``stop()`` ends them. (The garbage collector of owners and the namespace controller run from
+        ``start()`` on.)
 
         Pods start ``start_seconds`` after they are bound, (with ``run_seconds``) succeed that long after, and take
         ``stop_seconds`` to stop once deleted. ``node_monitor_grace_seconds`` is kube-controller-manager's
@@ -208,7 +212,8 @@ class LocalCluster:
                                     frozenset(resources) if resources is not None else None)
 
     def start(self) -> LocalCluster:
-        """Serve the API, with the garbage collector running (a control plane never lacks it)."""
+        """Serve the API, with the garbage collector, the namespace controller and the CRD finalizer running (a
+        control plane never lacks them)."""
         self.http.start()
         for component in self.components:
             if not component.is_alive():

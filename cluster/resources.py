@@ -47,7 +47,8 @@ class Resource:
 _POD_FIELDS = ("metadata.name", "metadata.namespace", "spec.nodeName", "status.phase", "spec.schedulerName")
 
 BUILTIN = (
-    Resource("", "v1", "Namespace", "namespaces", namespaced=False, short_names=("ns",), subresources=("status",)),
+    Resource("", "v1", "Namespace", "namespaces", namespaced=False, short_names=("ns",),
+             subresources=("status", "finalize")),
     Resource("", "v1", "Node", "nodes", namespaced=False, short_names=("no",), subresources=("status",)),
     Resource("", "v1", "Pod", "pods", short_names=("po",), subresources=("status", "binding", "eviction"),
              field_selectors=_POD_FIELDS),

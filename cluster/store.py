@@ -55,6 +55,22 @@ def conflict(resource: Resource, name: str, why: str) -> ApiError:
                     {"name": name, "group": resource.group, "kind": resource.plural})
 
 
+def precondition_failure(resource: Resource, name: str, meta: Obj, uid: str | None,
+                          resource_version: str | None) -> ApiError | None:
+    """A DELETE's preconditions against the stored metadata: the 409 of the first one that fails."""
+    if uid and meta.get("uid") != uid:
+        return conflict(resource, name, f"Precondition failed: UID in precondition: {uid}, "
+                                        f"UID in object meta: {meta.get('uid')}")
+    if resource_version and meta.get("resourceVersion") != resource_version:
+        return conflict(resource, name, f"Precondition failed: ResourceVersion in precondition: {resource_version}, "
+                                        f"ResourceVersion in object meta: {meta.get('resourceVersion')}")
+    return None
+
+
+def _is_namespace(resource: Resource) -> bool:
+    return (resource.group, resource.kind) == ("", "Namespace")
+
+
 def now(offset_seconds: float = 0) -> str:
     """RFC 3339 in whole seconds, as metav1.Time serialises; ``offset_seconds`` from now."""
     moment = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=offset_seconds)
@@ -214,9 +230,11 @@ class Store:
                 return copy.deepcopy(current)
             meta = new["metadata"]
             # shouldDeleteDuringUpdate: the last finalizer gone, and no grace period running (a pod's kubelet
-            # has not confirmed yet otherwise)
+            # has not confirmed yet otherwise); a namespace also needs its spec.finalizers gone
+            # (ShouldDeleteNamespaceDuringUpdate, pkg/registry/core/namespace/storage/storage.go)
             if meta.get("deletionTimestamp") and not meta.get("finalizers") \
-                    and not current["metadata"].get("deletionGracePeriodSeconds"):
+                    and not current["metadata"].get("deletionGracePeriodSeconds") \
+                    and not (_is_namespace(resource) and (new.get("spec") or {}).get("finalizers")):
                 self._next_rv(new)
                 del self._objects[key]
                 self._record("DELETED", resource, new)
@@ -240,7 +258,8 @@ class Store:
         ``statusStrategy``). ``metadata.generation`` counts changes of anything but metadata and status; for a
         custom resource without a status subresource, of anything but metadata (``customResourceStrategy``:
         ``copyNonMetadata``). A write that changes nothing is not stored (``update`` returns the stored object,
-        resourceVersion unchanged), as etcd3's ``GuaranteedUpdate`` skips identical bytes.
+        resourceVersion unchanged), as etcd3's ``GuaranteedUpdate`` skips identical bytes. A Namespace's
+        ``spec.finalizers`` change only through ``/finalize`` (which keeps the status, like any write but ``/status``).
         """
         new["apiVersion"], new["kind"] = current["apiVersion"], current["kind"]
         meta, old_meta = new.setdefault("metadata", {}), current["metadata"]
@@ -250,6 +269,11 @@ class Store:
                 meta[server_set] = old_meta[server_set]
             else:
                 meta.pop(server_set, None)
+        if _is_namespace(resource) and not subresource:  # namespaceStrategy.PrepareForUpdate
+            given = new.get("spec")
+            spec = {k: v for k, v in given.items() if k != "finalizers"} if isinstance(given, dict) else {}
+            kept = (current.get("spec") or {}).get("finalizers")
+            new["spec"] = spec if kept is None else {**spec, "finalizers": copy.deepcopy(kept)}
         if "status" in resource.subresources:
             if subresource == "status":
                 status = new.get("status", {}) if resource.builtin or "status" in new else None
@@ -269,6 +293,29 @@ class Store:
             new["metadata"]["generation"] = old_meta.get("generation", 1) + 1
         return new
 
+    def mark_deleted(self, resource: Resource, name: str, change: Callable[[Obj], None], *, uid: str | None = None,
+                     resource_version: str | None = None) -> Obj:
+        """A deletion that only marks: ``deletionTimestamp`` set (kept if set) and ``change`` applied, the object
+        stored whatever its finalizers say: the namespace registry's first Delete, a ``GuaranteedUpdate``
+        (``pkg/registry/core/namespace/storage/storage.go``). Preconditions fail with 409, as ``delete``'s."""
+        with self._cond:
+            key = _key(resource, None, name)
+            current = self._objects.get(key)
+            if current is None:
+                raise not_found(resource, name)
+            failure = precondition_failure(resource, name, current["metadata"], uid, resource_version)
+            if failure:
+                raise failure
+            new = copy.deepcopy(current)
+            new["metadata"].setdefault("deletionTimestamp", now())
+            change(new)
+            if new == current:
+                return copy.deepcopy(current)
+            self._next_rv(new)
+            self._objects[key] = new
+            self._record("MODIFIED", resource, new, old=current)
+            return copy.deepcopy(new)
+
     def delete(self, resource: Resource, namespace: str | None, name: str, *, grace: int | None = None,
                uid: str | None = None, resource_version: str | None = None,
                finalizers: Callable[[Obj], builtins.list[str]] | None = None) -> Obj:
@@ -284,14 +331,9 @@ class Store:
             current = self._objects.get(key)
             if current is None:
                 raise not_found(resource, name)
-            meta = current["metadata"]
-            if uid and meta.get("uid") != uid:
-                raise conflict(resource, name, f"Precondition failed: UID in precondition: {uid}, "
-                                               f"UID in object meta: {meta.get('uid')}")
-            if resource_version and meta.get("resourceVersion") != resource_version:
-                raise conflict(resource, name, f"Precondition failed: ResourceVersion in precondition: "
-                                               f"{resource_version}, ResourceVersion in object meta: "
-                                               f"{meta.get('resourceVersion')}")
+            failure = precondition_failure(resource, name, current["metadata"], uid, resource_version)
+            if failure:
+                raise failure
             new = copy.deepcopy(current)
             new_meta = new["metadata"]
             pending = new_meta.get("deletionGracePeriodSeconds")

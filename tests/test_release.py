@@ -157,13 +157,11 @@ def uninstall_steps(file: str) -> list[list[str]]:
 
 
 def ours(installed: Installed) -> list[tuple[str, str, str]]:
-    """Every object of the installation left on the cluster: labelled ours, or in our namespace. Not the Events
-    there (the disruption controller's about our PodDisruptionBudgets): the cluster's record, which the namespace's
-    deletion removes in a real cluster (the local cluster has no such cascade)."""
+    """Every object of the installation left on the cluster: labelled ours, or in our namespace (Events included:
+    the namespace's deletion removes them, as the namespace controller does)."""
     cluster = installed.cluster
     return sorted(key(obj) for resource in cluster.registry.all() for obj in cluster.store.items(resource)
-                  if (obj["metadata"].get("namespace") == NAMESPACE and obj.get("kind") != "Event")
-                  or key(obj) == ("Namespace", "", NAMESPACE)
+                  if obj["metadata"].get("namespace") == NAMESPACE or key(obj) == ("Namespace", "", NAMESPACE)
                   or (obj["metadata"].get("labels") or {}).get(PART_OF[0]) == PART_OF[1])
 
 
