@@ -19,7 +19,10 @@ finished Jobs, running gangs released earlier); gang members admitted by the pro
    most not fitting; a pass is stopped after ``--limit`` seconds);
 6. topology-aware gangs, side by side with the topology-free case on the same state (its nodes labelled in 50
    zones x 10 racks): the 1,000-member gang with ``kubenexus.io/topology-required`` on the zone, and 10,000 pending
-   gangs of which a third require a zone and a third prefer a rack.
+   gangs of which a third require a zone and a third prefer a rack;
+9. Queues: 10,000 pending gangs in 200 namespaces selected by 50 Queues in 5 cohorts, one pass with them against
+   the same pass without, cold and warm (goal ≤ 1.3× in CPU time); computing one Queue's status; and 50 Queue
+   statuses written through the controller's writer on the local cluster (per write), then again unchanged.
 
 Times are wall-clock medians; the CPU time of the same passes is shown too, since other load on the machine
 inflates wall time. Exit status 1 when a goal is missed (never with ``--smoke``).
@@ -1563,6 +1566,155 @@ def topology_ratios(rows: list[Row]) -> list[Row]:
 
 
 # =============================================================================================================
+# Section 9: Queues (controller/quota.py).
+
+QUEUE_RATIO = 1.3  # a pass with Queues against the same pass without, in CPU time (issue 24)
+QUEUE_NAMESPACES = 200  # the namespaces of the pending gangs (team-000 .. team-199)
+
+
+def queue_objects(count: int, cohorts: int) -> list[Obj]:
+    """``count`` Queues in ``cohorts`` cohorts, each selecting an equal share of the pending gangs' namespaces by
+    name; nominal quota small enough that many gangs wait for quota, weights 1–3, every fifth StrictFIFO."""
+    queues = []
+    for q in range(count):
+        names = [f"team-{k:03d}" for k in range(QUEUE_NAMESPACES) if k % count == q]
+        queues.append({"apiVersion": "scheduling.kubenexus.io/v1alpha1", "kind": "Queue",
+                       "metadata": {"name": f"queue-{q:02d}", "generation": 1},
+                       "spec": {"namespaceSelector": {"matchExpressions": [
+                                    {"key": "kubernetes.io/metadata.name", "operator": "In", "values": names}]},
+                                "cohort": f"cohort-{q % cohorts}",
+                                "nominalQuota": {"cpu": "200", "memory": "800Gi", "pods": "100"},
+                                "fairSharing": {"weight": 1 + q % 3},
+                                "queueingStrategy": "StrictFIFO" if q % 5 == 4 else "BestEffortFIFO"}})
+    return queues
+
+
+def bench_queues(world: World, count: int, queues: int, cohorts: int, limit: float, repeat: int) -> list[Row]:
+    """One pass over ``count`` pending gangs (``PendingGangs``) with ``queues`` Queues selecting their namespaces,
+    and the same pass without Queues, side by side: cold (a fresh engine) and warm (one unrelated pod event
+    later); then what computing one Queue's status costs."""
+    factory, rng = PendingGangs(), random.Random(count)
+    gangs = [factory.gang(k, rng) for k in range(count)]
+    for gang in gangs:
+        add_gang(world, gang)
+    for k in range(QUEUE_NAMESPACES):
+        name = f"team-{k:03d}"
+        world.state.queues.upsert_namespace({"metadata": {"name": name,
+                                                          "labels": {"kubernetes.io/metadata.name": name}}})
+    rows: list[Row] = []
+    section = "9 queues"
+    engine = None
+    try:
+        for with_queues in (False, True):
+            for obj in queue_objects(queues, cohorts) if with_queues else ():
+                world.state.queues.upsert(obj)
+            what = f"{count:,} pending gangs, " + (f"{queues} Queues in {cohorts} cohorts" if with_queues else
+                                                     "no Queue")
+            engine = world.engine()
+            for phase in ("cold", "warm"):
+                passes: list[tuple[float, Cycle]] = []
+                try:
+                    for n in range(repeat):
+                        if phase == "warm":
+                            world.state.upsert_pod(pod_event(world.sample[n % len(world.sample)], count + n), NOW)
+                        elif n:
+                            unrelease(world, engine, gangs)
+                            engine = world.engine()
+                        with time_limit(limit):
+                            passes.append(timed_cycle(engine))
+                except Budget:
+                    rows.append(Row(section, f"{what}, {phase}", limit * 1e3, "ms", None,
+                                    f"stopped after {limit:.0f} s (the pass takes longer)"))
+                    break
+                seconds, cycle = median([wall for wall, _ in passes]), passes[-1][1]
+                causes: dict[str, int] = {}
+                for decision in cycle.gangs:
+                    key = str(decision.cause or decision.decision)
+                    causes[key] = causes.get(key, 0) + 1
+                told = ", ".join(f"{n} {cause}" for cause, n in sorted(causes.items(), key=lambda c: -c[1])[:4])
+                rows.append(Row(section, f"{what}, {phase}", seconds * 1e3, "ms", None,
+                                f"{_cpu_note(repeat)}; decisions: {told}", median(CPU[-repeat:])))
+            if with_queues and engine is not None:
+                names = sorted(engine.quota.queues)
+                started = time.perf_counter()
+                for _ in range(20):
+                    for name in names:
+                        engine.quota.status(name)
+                each = (time.perf_counter() - started) / (20 * len(names))
+                rows.append(Row(section, "one Queue's status computed (after the pass)", each * 1e6, "µs", None,
+                                f"{len(names)} Queues; written only when it changed (controller/queue_status.py)"))
+    finally:
+        if engine is not None:
+            unrelease(world, engine, gangs)
+        for gang in gangs:
+            remove_gang(world, gang)
+        for obj in queue_objects(queues, cohorts):
+            world.state.queues.delete(obj)
+    return rows + queue_ratios(rows)
+
+
+def queue_ratios(rows: list[Row]) -> list[Row]:
+    """Each pass with Queues against the same pass without, in CPU time (wall time drifts with the machine's load)."""
+    by_what = {row.what: row for row in rows}
+    ratios = []
+    for row in rows:
+        if "Queues in" not in row.what or row.cpu is None:
+            continue
+        count, _, rest = row.what.partition(" pending gangs, ")
+        phase = rest.rpartition(", ")[2]
+        base = by_what.get(f"{count} pending gangs, no Queue, {phase}")
+        if base is None or base.cpu is None:
+            continue
+        ratios.append(Row("9 queues", f"{phase} pass: CPU with / without Queues", row.cpu / base.cpu, "x",
+                          QUEUE_RATIO, f"CPU {row.cpu * 1e3:,.0f} ms / {base.cpu * 1e3:,.0f} ms"))
+    return ratios
+
+
+def bench_queue_writes(queues: int, workdir: Path) -> list[Row]:
+    """What a Queue status write costs on the local cluster: ``queues`` statuses handed to the controller's writer
+    (``QueueStatusWriter``) and written through the status subresource, per write; then the same statuses again
+    (nothing written: unchanged)."""
+    from kubernetes import client, config
+
+    from cluster.local import LocalCluster
+    from controller.queue_status import QueueStatusWriter
+
+    crd = yaml.safe_load((ROOT / "deploy" / "base" / "queue-crd.yaml").read_text())
+    with LocalCluster(workdir=str(workdir / "queues")) as cluster:
+        api = config.new_client_from_config(cluster.kubeconfig)
+        client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
+        custom = client.CustomObjectsApi(api)
+        for obj in queue_objects(queues, 5):
+            custom.create_cluster_custom_object("scheduling.kubenexus.io", "v1alpha1", "queues", obj)
+        outcomes: list[str] = []
+        writer = QueueStatusWriter(api, lambda: True, on_request=outcomes.append)
+        writer.start()
+        try:
+            rows = []
+            for first in (True, False):
+                started = time.perf_counter()
+                for q in range(queues):
+                    writer.want(f"queue-{q:02d}", {"usage": {"cpu": "12"}, "borrowing": {}, "pendingGangs": q,
+                                                   "admittedGangs": 1, "weightedShare": 0, "usageSummary": "cpu 12/200",
+                                                   "observedGeneration": 1, "conditions": [
+                                                       {"type": "Active", "status": "True", "reason": "Admitting",
+                                                        "message": "1 gang(s) admitted"}]})
+                assert writer.flush(60), "the writer did not drain"
+                seconds = time.perf_counter() - started
+                written = outcomes.count("written")
+                if first:
+                    rows.append(Row("9 queues", f"{queues} Queue statuses written (local cluster)",
+                                    seconds / max(written, 1) * 1e3, "ms", None,
+                                    f"per write; {written} PATCH of the status subresource, one writer thread"))
+                else:
+                    rows.append(Row("9 queues", f"{queues} unchanged Queue statuses", seconds * 1e3, "ms", None,
+                                    f"{written - queues} more writes (none expected)"))
+            return rows
+        finally:
+            writer.stop()
+
+
+# =============================================================================================================
 
 
 def machine() -> Obj:
@@ -1596,7 +1748,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="tiny scale, every code path, no goals checked")
     parser.add_argument("--repeat", type=int, default=5, help="repetitions of each in-process measurement")
-    parser.add_argument("--only", default="123456", help="which sections to run, e.g. 125")
+    parser.add_argument("--only", default="1234569", help="which sections to run, e.g. 125")
     parser.add_argument("--limit", type=float, default=30.0,
                         help="seconds after which a pass with 1,000 or 10,000 pending gangs is stopped")
     parser.add_argument("--rebuild-child", nargs=2, metavar=("DIR", "MODE"), help=argparse.SUPPRESS)
@@ -1620,7 +1772,7 @@ def main() -> int:
             for item in cluster_objects(12, 120, seed=3):
                 assert json.loads(item.json()) == item.obj(), "prototype dict and JSON disagree"
         world = None
-        if set(args.only) & set("1256"):
+        if set(args.only) & set("12569"):
             started = time.perf_counter()
             world = build_world(nodes, pods)
             gc.collect()  # as the controller does once its first lists are in (controller.run)
@@ -1643,6 +1795,11 @@ def main() -> int:
             rows += bench_nodes([20, 60, 150] if smoke else [1000, 5000, 20_000], 5, gang_size, repeat, None)
             rows += bench_pending(world, [(5, 10), (20, 10), (50, 0.001)] if smoke  # the last one: the time limit
                                   else [(100, 300), (1000, args.limit), (10_000, args.limit)])
+            print_progress(rows, began)
+        if "9" in args.only:
+            rows += bench_queues(world, 60 if smoke else 10_000, 10 if smoke else 50, 2 if smoke else 5,
+                                 60.0 if smoke else args.limit, repeat)
+            rows += bench_queue_writes(10 if smoke else 50, workdir)
             print_progress(rows, began)
         if "6" in args.only:  # last on this state: it relabels the nodes
             rows += bench_topology(world, gang_size, repeat, [(20, 10)] if smoke else [(10_000, args.limit)])

@@ -40,6 +40,7 @@ class QueueStatusWriter:
         self._on_request = on_request or (lambda outcome: None)
         self._written: dict[str, Obj] = {}  # name -> the status last written (with its transition times)
         self._pending: dict[str, Obj] = {}
+        self._writing: dict[str, Obj] = {}  # statuses taken from _pending and being written
         self._failures: dict[str, int] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -51,7 +52,7 @@ class QueueStatusWriter:
         with self._lock:
             written = self._written.get(name)
             full = _with_times(status, written)
-            if full != written:
+            if full != self._writing.get(name, written):
                 self._pending[name] = full
                 self._wake.set()
 
@@ -70,11 +71,11 @@ class QueueStatusWriter:
         self._wake.set()
 
     def flush(self, timeout: float) -> bool:
-        """Wait until nothing is pending (tests, a clean stop); True when drained."""
+        """Wait until nothing is pending or being written (tests, benchmarks); True when drained."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:
-                if not self._pending:
+                if not self._pending and not self._writing:
                     return True
             time.sleep(0.02)
         return False
@@ -87,11 +88,13 @@ class QueueStatusWriter:
                 continue
             with self._lock:
                 batch, self._pending = self._pending, {}
+                self._writing = dict(batch)
             retry = [name for name, status in batch.items() if not self._write(name, status)]
+            with self._lock:
+                for name in retry:
+                    self._pending.setdefault(name, batch[name])
+                self._writing = {}
             if retry:
-                with self._lock:
-                    for name in retry:
-                        self._pending.setdefault(name, batch[name])
                 failures = max(self._failures.get(name, 0) for name in retry)
                 self._stop.wait(min(RETRY_SECONDS[0] * 2 ** failures, RETRY_SECONDS[1]))
                 self._wake.set()
