@@ -53,7 +53,8 @@ ROOTS: dict[str, Obj] = {
     "xgboostjob": {"apiVersion": "kubeflow.org/v1", "kind": "XGBoostJob", "metadata": {"name": "xgb"},
                    "spec": {"xgbReplicaSpecs": {"Master": {"replicas": 1, "template": _template("1")},
                                                 "Worker": {"replicas": 1, "template": _template("1")}}}},
-    "paddlejob": {"apiVersion": "kubeflow.org/v1", "kind": "PaddleJob", "metadata": {"name": "paddle"},  # defaults
+    # no restartPolicy: each side applies PaddleJob's default
+    "paddlejob": {"apiVersion": "kubeflow.org/v1", "kind": "PaddleJob", "metadata": {"name": "paddle"},
                   "spec": {"paddleReplicaSpecs": {"Worker": {"replicas": 2, "template": _template("1")}}}},
     "raycluster": {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "rc"},
                    "spec": {"headGroupSpec": {"template": _template("2")},
