@@ -320,6 +320,26 @@ def test_training_job_pods_all_at_once(env: Env, ns: str, kind: str, plural: str
     stays(lambda: len(env.pods(ns)) == len(expected), 0.3)
 
 
+# <Kind>DefaultRestartPolicy of training-operator's pkg/apis/kubeflow.org/v1/<framework>_types.go
+DEFAULT_RESTART_POLICY = [("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", "OnFailure"),
+                          ("PaddleJob", "paddlejobs", "paddleReplicaSpecs", "OnFailure"),
+                          ("TFJob", "tfjobs", "tfReplicaSpecs", "Never"),
+                          ("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs", "Never"),
+                          ("JAXJob", "jaxjobs", "jaxReplicaSpecs", "Never")]
+
+
+@pytest.mark.parametrize(("kind", "plural", "field", "policy"), DEFAULT_RESTART_POLICY,
+                         ids=[case[0] for case in DEFAULT_RESTART_POLICY])
+def test_training_job_replicas_default_their_restart_policy_per_framework(env: Env, ns: str, kind: str, plural: str,
+                                                                         field: str, policy: str) -> None:
+    spec = template(hold(ns))["spec"]
+    del spec["restartPolicy"]  # neither the replica nor its template says
+    env.create("kubeflow.org/v1", plural, ns, {"metadata": {"name": "dflt"}, "spec": {field: {"Worker": {
+        "replicas": 1, "template": {"spec": spec}}}}})
+    pod = wait_for(lambda: next(iter(env.pods(ns)), None))
+    assert pod["spec"]["restartPolicy"] == policy
+
+
 def test_refused_pod_becomes_a_failed_create_event(env: Env, ns: str) -> None:
     bad = {"spec": {"containers": [{"name": "main"}]}}  # no image: the apiserver refuses the pod
     env.create("kubeflow.org/v1", "pytorchjobs", ns, {"metadata": {"name": "bad"}, "spec": {

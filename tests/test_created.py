@@ -53,9 +53,9 @@ ROOTS: dict[str, Obj] = {
     "xgboostjob": {"apiVersion": "kubeflow.org/v1", "kind": "XGBoostJob", "metadata": {"name": "xgb"},
                    "spec": {"xgbReplicaSpecs": {"Master": {"replicas": 1, "template": _template("1")},
                                                 "Worker": {"replicas": 1, "template": _template("1")}}}},
+    # no restartPolicy: each side applies PaddleJob's default
     "paddlejob": {"apiVersion": "kubeflow.org/v1", "kind": "PaddleJob", "metadata": {"name": "paddle"},
-                  "spec": {"paddleReplicaSpecs": {"Worker": {"replicas": 2, "restartPolicy": "OnFailure",
-                                                             "template": _template("1")}}}},
+                  "spec": {"paddleReplicaSpecs": {"Worker": {"replicas": 2, "template": _template("1")}}}},
     "raycluster": {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "rc"},
                    "spec": {"headGroupSpec": {"template": _template("2")},
                             "workerGroupSpecs": [

@@ -96,7 +96,7 @@ class TrainingJobAdapter(WorkloadAdapter):
 PYTORCH = TrainingJobAdapter("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", restart_policy="OnFailure")
 TENSORFLOW = TrainingJobAdapter("TFJob", "tfjobs", "tfReplicaSpecs")
 XGBOOST = TrainingJobAdapter("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs")
-PADDLE = TrainingJobAdapter("PaddleJob", "paddlejobs", "paddleReplicaSpecs")
+PADDLE = TrainingJobAdapter("PaddleJob", "paddlejobs", "paddleReplicaSpecs", restart_policy="OnFailure")
 JAX = TrainingJobAdapter("JAXJob", "jaxjobs", "jaxReplicaSpecs")
 MPI_V1 = TrainingJobAdapter("MPIJob", "mpijobs", "mpiReplicaSpecs", api_versions=("v1",), restart_policy=None)
 

@@ -2,8 +2,9 @@
 
 All pods of a job are created in one pass, named ``<job>-<replica type, lower case>-<index>``, owned by the job,
 labelled with the job name, operator name, replica type/index and ``job-role=master`` where the framework's
-IsMasterRole says so. The replica ``restartPolicy`` defaults per framework (PyTorchJob OnFailure, the others
-Never) and becomes the pod's (``ExitCode``: Never). (The per-pod Services are not emulated.)
+IsMasterRole says so. The replica ``restartPolicy`` defaults per framework (the ``<Kind>DefaultRestartPolicy`` of
+pkg/apis/kubeflow.org/v1/*_types.go: PyTorchJob and PaddleJob OnFailure, the others Never) and becomes the pod's
+(``ExitCode``: Never). (The per-pod Services are not emulated.)
 
 Reaction to pods going away or failing, as ``ReconcilePods`` and the frameworks' ``UpdateJobStatus`` (release 1.8/
 1.9) do:
@@ -212,6 +213,7 @@ class PaddleJobController(TrainingJobController):
     root = _kubeflow("paddlejobs")
     replica_field = "paddleReplicaSpecs"
     order = ("Master", "Worker")
+    default_restart_policy = "OnFailure"  # PaddleJobDefaultRestartPolicy (paddlepaddle_types.go)
 
 
 class JAXJobController(TrainingJobController):
