@@ -134,7 +134,7 @@ def choose(need: Mapping[str, Resources], free: Mapping[str, Resources],
             taken.add(unit.name)
             for where, room in unit.freed.items():
                 freed[where] = add(freed.get(where, {}), room)
-            if _fits_beside(need[node], free.get(node, {}), freed[node]):
+            if _fits_beside(need[node], free.get(node, {}), freed.get(node, {})):
                 break
         else:
             return None
