@@ -20,12 +20,21 @@ finished Jobs, running gangs released earlier); gang members admitted by the pro
 6. topology-aware gangs, side by side with the topology-free case on the same state (its nodes labelled in 50
    zones x 10 racks): the 1,000-member gang with ``kubenexus.io/topology-required`` on the zone, and 10,000 pending
    gangs of which a third require a zone and a third prefer a rack;
+7. gang preemption (issue 23), on a state of its own: 5,000 full nodes, 100,000 running pods, half of lower priority
+   than the preemptor on every node: the 1,000-member gang's preempting decision, cold and warm, against the same
+   gang's on that state with its victims' room free; then passes with 1,000 waiting gangs none of which may preempt
+   (nothing runs below their priority), and with 20 that may but find preemption futile, against the same passes
+   with ``controller.preemption: false``;
+8. on the local cluster emulator (scheduler with DefaultPreemption, PriorityClasses through the API, ``kubenexus
+   webhook`` and ``kubenexus controller`` in their own processes): an 8-member Job preempting a running
+   lower-priority 8-member Job whose pods have 0 s grace, from its creation to all its pods Running;
 9. Queues: 10,000 pending gangs in 200 namespaces selected by 50 Queues in 5 cohorts, one pass with them against
    the same pass without, cold and warm (goal ≤ 1.3× in CPU time); computing one Queue's status; and 50 Queue
    statuses written through the controller's writer on the local cluster (per write), then again unchanged.
 
 Times are wall-clock medians; the CPU time of the same passes is shown too, since other load on the machine
-inflates wall time. Exit status 1 when a goal is missed (never with ``--smoke``).
+inflates wall time. Ratios of passes measured side by side (sections 6 and 7) are read in CPU time; section 7's are
+medians of pairs measured one after the other. Exit status 1 when a goal is missed (never with ``--smoke``).
 """
 
 from __future__ import annotations
@@ -52,6 +61,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +71,9 @@ sys.path.insert(0, str(ROOT))
 import yaml  # noqa: E402
 
 from controller import slim  # noqa: E402
-from controller.engine import Cycle, Engine, Verdict  # noqa: E402
+from controller.engine import Cause, Cycle, Engine, Verdict  # noqa: E402
 from controller.roots import snapshot  # noqa: E402
-from controller.run import WATCHED  # noqa: E402
+from controller.run import PREEMPTION_REASON, WATCHED  # noqa: E402
 from controller.state import ClusterState  # noqa: E402
 from controller.status import Tracker  # noqa: E402
 from gang import keys  # noqa: E402
@@ -71,6 +81,8 @@ from gang.config import Config  # noqa: E402
 from gang.decide import decide  # noqa: E402
 from gang.mutate import desired_pod  # noqa: E402
 from gang.objects import MemorySource  # noqa: E402
+from gang.quantity import parse_quantity  # noqa: E402
+from gang.resources import Resources  # noqa: E402
 from kube.informer import Informer, _gc_paused  # noqa: E402
 
 Obj = dict[str, Any]
@@ -484,6 +496,7 @@ class Protos:
 
 OPT_IN = {keys.GANG_SCHEDULING: "true"}
 CONFIG = Config()
+BATCH_HIGH = ("batch-high", 1000)  # the training pods' PriorityClass: every gang's here unless said otherwise
 
 
 @dataclass
@@ -525,7 +538,7 @@ def _root(api_version: str, kind: str, namespace: str, name: str, spec: Obj, rng
             "spec": spec}
 
 
-def _training_template(cpu: str, memory: str, gpus: int = 0) -> Obj:
+def _training_template(cpu: str, memory: str, gpus: int = 0, priority: tuple[str, int] | None = None) -> Obj:
     resources: Obj = {"requests": {"cpu": cpu, "memory": memory}, "limits": {"memory": memory}}
     tolerations = [{"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}]
     pools = ["general", "compute", "ml"]
@@ -538,8 +551,9 @@ def _training_template(cpu: str, memory: str, gpus: int = 0) -> Obj:
     container.update(resources=resources, command=["torchrun"],
                      args=["--nnodes=$(WORLD_SIZE)", "--nproc-per-node=1", "/workspace/train.py", "--epochs=3"],
                      ports=[{"containerPort": 23456, "name": "pytorchjob-port", "protocol": "TCP"}])
+    name, value = priority or BATCH_HIGH
     return {"spec": {
-        "containers": [container], "restartPolicy": "OnFailure", "priorityClassName": "batch-high", "priority": 1000,
+        "containers": [container], "restartPolicy": "OnFailure", "priorityClassName": name, "priority": value,
         "tolerations": [*DEFAULT_TOLERATIONS, *tolerations],
         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": "kubenexus.example.com/pool", "operator": "In", "values": pools},
@@ -551,9 +565,10 @@ def _training_template(cpu: str, memory: str, gpus: int = 0) -> Obj:
 
 
 def pytorch_gang(rng: random.Random, namespace: str, name: str, size: int, cpu: str = "8", memory: str = "32Gi",
-                 gpus: int = 0, age: float = 30.0) -> Gang:
-    """A PyTorchJob (1 master + workers), its pods as training-operator creates them, admitted and gated."""
-    template = _training_template(cpu, memory, gpus)
+                 gpus: int = 0, age: float = 30.0, priority: tuple[str, int] | None = None) -> Gang:
+    """A PyTorchJob (1 master + workers), its pods as training-operator creates them, admitted and gated;
+    ``priority`` (class, value) is its pods' (``BATCH_HIGH`` by default)."""
+    template = _training_template(cpu, memory, gpus, priority)
     spec = {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template},
                                     "Worker": {"replicas": size - 1, "restartPolicy": "OnFailure",
                                                "template": template}},
@@ -689,9 +704,9 @@ class World:
     roots: list[Obj]
     pods: int = 0
 
-    def engine(self) -> Engine:
+    def engine(self, config: Config = CONFIG) -> Engine:
         self.state.roots = snapshot(self.roots)
-        return Engine(self.state, CONFIG)
+        return Engine(self.state, config)
 
 
 def build_world(nodes: int, pods: int, seed: int = 1, sample: int = 2000) -> World:
@@ -1368,6 +1383,151 @@ def bench_release(size: int, repeat: int, workdir: Path) -> list[Row]:
                 median(latencies), "s", GOALS["release_s"], note)]
 
 
+# --- 8. preemption on the emulator -------------------------------------------------------------------------------
+
+
+class JobWatch(PodWatch):
+    """``PodWatch`` that also tells, per pod, its Job, when it was first seen Running, marked ``DisruptionTarget`` by
+    the gate controller, and deleted."""
+
+    def __init__(self, core: Any, namespace: str) -> None:
+        self.jobs: dict[str, str] = {}
+        self.running: dict[str, float] = {}
+        self.disrupted: dict[str, float] = {}
+        self.deleted: dict[str, float] = {}
+        super().__init__(core, namespace)
+
+    def _event(self, event: Obj, now: float) -> None:
+        super()._event(event, now)
+        pod = event.get("object") or {}
+        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        uid = meta.get("uid")
+        if not uid:
+            return
+        with self.condition:
+            self.jobs.setdefault(uid, (meta.get("labels") or {}).get("job-name", ""))
+            if event.get("type") == "DELETED":
+                self.deleted.setdefault(uid, now)
+            elif status.get("phase") == "Running":
+                self.running.setdefault(uid, now)
+            if any(c.get("type") == "DisruptionTarget" and c.get("reason") == PREEMPTION_REASON
+                   for c in status.get("conditions") or []):  # the gate controller's preemption, no other
+                self.disrupted.setdefault(uid, now)
+            self.condition.notify_all()
+
+    def of(self, job: str, seen: dict[str, float]) -> list[float]:
+        """When each pod of ``job`` was seen so (``seen``: one of the dicts above), in order."""
+        with self.condition:
+            return sorted(at for uid, at in seen.items() if self.jobs.get(uid) == job)
+
+    def wait_running(self, job: str, count: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self.condition:
+            while len(self.of(job, self.running)) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.condition.wait(left)
+        return True
+
+
+def _gang_job(name: str, size: int, priority_class: str) -> Obj:
+    """An opted-in Job of ``size`` pods (1 cpu each) of ``priority_class``, stopping at once when deleted (0 s grace)
+    and not failing for a preemption (``podFailurePolicy`` ignores ``DisruptionTarget``)."""
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "annotations": dict(OPT_IN)},
+            "spec": {"parallelism": size, "completions": size, "podFailurePolicy": {"rules": [
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]},
+                "template": {"spec": {"restartPolicy": "Never", "priorityClassName": priority_class,
+                                      "terminationGracePeriodSeconds": 0, "containers": [
+                                          {"name": "worker", "image": "registry.example.com/batch/worker:1.0",
+                                           "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}}}
+
+
+def bench_preempt_cluster(size: int, repeat: int, workdir: Path) -> list[Row]:
+    """Section 8: two nodes that ``size`` 1-cpu pods fill; a Job of ``size`` such pods (PriorityClass of value 100)
+    runs there, then a Job of ``size`` (value 1000) is created: from that create to all its pods Running, as one
+    watch sees it. The webhook gates both, the controller preempts the first whole (``DisruptionTarget``, DELETE with
+    its 0 s grace) and releases the second once its pods are gone; the scheduler runs with DefaultPreemption, as
+    kube-scheduler's default profile does."""
+    from kubernetes import client, config
+
+    from certs.generate import generate
+    from cluster.local import LocalCluster, NodeSpec
+    from kubenexus.local_webhook import KUBENEXUS, LocalWebhook, free_port, register
+
+    nodes = [NodeSpec(f"node-{i}", cpu=str(size // 2), memory="64Gi") for i in range(2)]
+    runs: list[dict[str, float]] = []
+    with LocalCluster(nodes=nodes, workdir=str(workdir / "preempt-cluster")) as cluster:
+        cluster.run_components(preemption=True)
+        tls = generate("kubenexus-webhook", "kubenexus-system", str(workdir / "preempt-certs"),
+                       extra_dns=["localhost"], extra_ips=["127.0.0.1"])
+        hook = LocalWebhook(workdir, tls, cluster.add_user(WEBHOOK_IDENTITY), {})
+        controller = None
+        log = workdir / "preempt-controller.log"
+        try:
+            hook.wait_ready()
+            api = config.new_client_from_config(cluster.kubeconfig)
+            register(client.AdmissionregistrationV1Api(api), hook)
+            client.ApiextensionsV1Api(api).create_custom_resource_definition(
+                yaml.safe_load((ROOT / "deploy" / "base" / "podgroup-crd.yaml").read_text()))
+            scheduling = client.SchedulingV1Api(api)
+            for name, value in (("bench-low", 100), ("bench-high", 1000)):
+                scheduling.create_priority_class({"metadata": {"name": name}, "value": value})
+            port = free_port()
+            with open(log, "w") as out:
+                controller = subprocess.Popen(
+                    [KUBENEXUS, "controller", "--kubeconfig", cluster.add_user(CONTROLLER_IDENTITY),
+                     "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
+            _wait_http(f"http://127.0.0.1:{port}/readyz", 30, controller, log)
+            core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+            for run in range(repeat):
+                namespace = f"preempt-{run}-{uuid.uuid4().hex[:6]}"
+                core.create_namespace({"metadata": {"name": namespace}})
+                watch = JobWatch(core, namespace)
+                try:
+                    batch.create_namespaced_job(namespace, _gang_job("low", size, "bench-low"))
+                    if not watch.wait_running("low", size, 60):
+                        raise RuntimeError(f"run {run}: the low-priority gang not running after 60 s; see {log}")
+                    created = time.monotonic()
+                    batch.create_namespaced_job(namespace, _gang_job("high", size, "bench-high"))
+                    if not watch.wait_running("high", size, 60):
+                        raise RuntimeError(f"run {run}: {len(watch.of('high', watch.running))} of the preemptor's "
+                                           f"pods running after 60 s; see {log}")
+                    marked, gone = watch.of("low", watch.disrupted), watch.of("low", watch.deleted)
+                    if len(gone) < size or len(marked) < size:
+                        raise RuntimeError(f"run {run}: {len(marked)} victims marked, {len(gone)} deleted")
+                    runs.append({"running": watch.of("high", watch.running)[size - 1] - created,
+                                 "created": watch.of("high", watch.created)[size - 1] - created,
+                                 "marked": marked[0] - created, "gone": gone[size - 1] - created,
+                                 "ungated": watch.of("high", watch.ungated)[size - 1] - created})
+                    for job in ("low", "high"):
+                        batch.delete_namespaced_job(job, namespace, propagation_policy="Background")
+                    deadline = time.monotonic() + 60
+                    while core.list_namespaced_pod(namespace).items:
+                        if time.monotonic() > deadline:
+                            raise RuntimeError(f"run {run}: pods left 60 s after their Jobs were deleted")
+                        time.sleep(0.1)
+                finally:
+                    watch.stop()
+        finally:
+            if controller is not None:
+                controller.terminate()
+                try:
+                    controller.wait(10)
+                except subprocess.TimeoutExpired:
+                    controller.kill()
+            hook.stop()
+    steps = ", ".join(f"{what} {median([r[key] for r in runs]):.2f} s" for what, key in (
+        ("last preemptor pod created", "created"), ("first victim marked DisruptionTarget", "marked"),
+        ("last victim gone", "gone"), ("last gate removed", "ungated")))
+    times = ", ".join(f"{r['running']:.2f} s" for r in runs)
+    return [Row("8 emulator", f"{size}-member gang preempting a running {size}-member gang: its creation → all its "
+                f"pods Running (median of {repeat})", median([r["running"] for r in runs]), "s", PREEMPT_RUNNING_S,
+                f"runs: {times}; medians from its creation: {steps}; "
+                f"victims of 0 s grace, two nodes of {size // 2} cpu, 1-cpu pods, Jobs opted in, PriorityClasses "
+                "bench-low (100) and bench-high (1000)")]
+
+
 # --- 5. scaling ------------------------------------------------------------------------------------------------
 
 
@@ -1425,15 +1585,16 @@ class PendingGangs:
     """Small PyTorchJobs (4–8 members) admitted once per shape by the webhook code, then cloned per gang by name
     and uid (the webhook's output depends on nothing else): cheap enough for 10,000 gangs."""
 
-    def __init__(self) -> None:
+    def __init__(self, priority: tuple[str, int] | None = None) -> None:
         self.protos: dict[tuple[int, bool], list[Proto]] = {}
         self.root: Obj = {}
+        self.priority = priority
 
     def _shape(self, size: int, big: bool) -> list[Proto]:
         if (size, big) not in self.protos:
             rng = random.Random(size * 2 + big)
             gang = pytorch_gang(rng, "pendingxnsx", "pendingxjobx", size, cpu="60" if big else "2",
-                                memory="200Gi" if big else "8Gi")
+                                memory="200Gi" if big else "8Gi", priority=self.priority)
             gang.root["metadata"]["uid"] = "0000feed-0000-4000-8000-00000000feed"
             self.root = gang.root
             protos = []
@@ -1563,6 +1724,355 @@ def topology_ratios(rows: list[Row]) -> list[Row]:
         ratios.append(Row("6 topology", f"{row.what}: CPU with / without topology", row.cpu / base.cpu, "x", goal,
                           f"CPU {row.cpu * 1e3:,.0f} ms / {base.cpu * 1e3:,.0f} ms"))
     return ratios
+
+
+# --- 7. preemption ------------------------------------------------------------------------------------------------
+#
+# A full cluster whose pods are half of lower priority than the preemptor: Deployment pods of priority 0 (no class)
+# and batch Jobs of BATCH_LOW below it; Deployments and Jobs of SERVICES, the DaemonSets and the running gangs
+# (BATCH_HIGH, the preemptor's own class: never victims) at or above it.
+
+BATCH_LOW = ("batch-low", 100)
+SERVICES = ("service-critical", 10000)
+SCAVENGER = ("batch-scavenger", 0)  # waiting gangs that outrank nothing: no gang of theirs may preempt
+WAITING = ("batch-medium", 50)  # waiting gangs that outrank only the Deployment pods of priority 0: too little room
+PREEMPTION_RATIO = 5.0  # a preempting decision against the same gang's on a cluster with that room free, warm
+NO_PREEMPTION_RATIO = 1.05  # a pass in which no gang can preempt against the same pass with preemption off
+PREEMPT_RUNNING_S = 3.0  # on the emulator: a preempting gang's creation to all its members Running
+
+
+def _with_priority(proto: Proto, priority: tuple[str, int]) -> Proto:
+    obj = copy.deepcopy(proto.obj)
+    obj["spec"].update(priorityClassName=priority[0], priority=priority[1])
+    return Proto(obj)
+
+
+@dataclass
+class PreemptionWorld:
+    """A ``World`` for preemption (``build_preemption_world``) and what putting its victims back needs."""
+
+    world: World
+    lower: dict[str, Item]  # the pods of lower priority than BATCH_HIGH by uid: victims deleted are put back from here
+    member: tuple[Decimal, Decimal]  # the cpu and memory (bytes) of one preemptor member: no node has that free
+
+
+def build_preemption_world(nodes: int, per_node: int, member: tuple[str, str], seed: int = 5) -> PreemptionWorld:
+    """``nodes`` nodes with ``per_node`` running pods each: its DaemonSet pods, a running gang's member on 8 nodes in
+    10, Deployment and Job pods, and one big batch Job pod (BATCH_LOW) that takes the node's free room but for less
+    than one ``member`` (cpu and memory). Half of every node's pods are of lower priority than BATCH_HIGH (the big
+    pod among them), so a plan for a BATCH_HIGH gang of such members needs victims on every node it uses. Every
+    Deployment has a PodDisruptionBudget (``set_budgets``)."""
+    rng = random.Random(seed)
+    protos = Protos(rng)
+    state = ClusterState(CONFIG.replacement_grace_seconds)
+    world = World(state, [], [], [])
+    found = PreemptionWorld(world, {}, (parse_quantity(member[0]), parse_quantity(member[1])))
+    for i in range(nodes):
+        world.nodes.append(make_node(i))
+        state.upsert_node(world.nodes[-1])
+    gangs: dict[int, list[Obj]] = {}
+    for g in range(nodes // RUNNING_GANG_EVERY):
+        gang = pytorch_gang(rng, f"team-{g % 200:03d}", f"running-{g}", 8, cpu="4", memory="16Gi", age=7200)
+        for k, pod in enumerate(gang.pods):
+            node = (g * RUNNING_GANG_EVERY + k) % nodes
+            gangs.setdefault(node, []).append(release(pod, node, rng))
+    running = {id(protos.jobs[(size, "Succeeded")]): protos.jobs[(size, "Running")] for size in range(3)}
+    variants: dict[tuple[int, str], Proto] = {}
+
+    def variant(proto: Proto, priority: tuple[str, int]) -> Proto:
+        key = (id(proto), priority[0])
+        if key not in variants:
+            variants[key] = _with_priority(proto, priority)
+        return variants[key]
+
+    def put(item: Item, lower: bool) -> None:
+        view = state.upsert_pod(item.obj(), NOW)
+        world.pods += 1
+        if lower:
+            found.lower[view.uid] = item
+        elif len(world.sample) < 2000 and not view.permanent and view.gang is None:
+            world.sample.append(item.obj())  # for unrelated pod events: never a victim, nor charged anew
+
+    k = 0
+    for i in range(nodes):
+        for proto in protos.daemons:
+            put(Item(proto, pod_values(rng, i, 86400)), False)
+        for pod in gangs.get(i, []):
+            put(Item(None, pod), False)
+        workload = per_node - len(protos.daemons) - len(gangs.get(i, [])) - 1
+        for j in range(workload):
+            proto, extra = protos.workload(k)
+            k += 1
+            proto = running.get(id(proto), proto)
+            lower = j < per_node // 2 - 1
+            if not lower:
+                proto = variant(proto, SERVICES)
+            elif proto in protos.jobs.values():
+                proto = variant(proto, BATCH_LOW)
+            put(Item(proto, pod_values(rng, i, rng.randrange(600, 200_000), **extra)), lower)
+        free = state.free(node_name(i))  # what is left: 1 cpu to a member's less, 4 GiB to 7/8 of a member's
+        millicores = int(free["cpu"] * 1000) - rng.randrange(1000, int(found.member[0] * 1000))
+        mebibytes = (int(free["memory"]) - rng.randrange(4 * 2**30, int(found.member[1] * 7 // 8))) // 2**20
+        team = rng.randrange(200)
+        values = pod_values(rng, i, rng.randrange(600, 200_000), ns=f"team-{team:03d}",
+                            job=f"backfill-{team}-{rng.getrandbits(24):06x}", jobuid=_uid(rng))
+        obj = variant(protos.jobs[(2, "Running")], BATCH_LOW).dict(values)
+        resources = {"requests": {"cpu": f"{max(millicores, 100)}m", "memory": f"{max(mebibytes, 128)}Mi"}}
+        resources["limits"] = {"memory": resources["requests"]["memory"]}
+        obj["spec"] = {**obj["spec"], "containers": [{**c, "resources": resources} for c in obj["spec"]["containers"]]}
+        put(Item(None, obj), True)
+    set_budgets(state, tight=False)
+    return found
+
+
+def set_budgets(state: ClusterState, tight: bool) -> None:
+    """A PodDisruptionBudget per Deployment (``maxUnavailable: 1``, 1,600 of them), each allowing one disruption now,
+    or (``tight``) one in eight allowing none (a rollout under way, a single ready replica)."""
+    for team in range(200):
+        for index in range(8):
+            app = f"svc-{team}-{index}"
+            state.upsert_budget({"metadata": {"namespace": f"team-{team:03d}", "name": app},
+                                 "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": app}}},
+                                 "status": {"disruptionsAllowed": 0 if tight and index == 0 else 1}})
+
+
+def _fits(need: Resources, free: Resources) -> bool:
+    """``need`` fits ``free`` in every resource (plain sums: an arithmetic of its own, not the controller's)."""
+    return all(value <= free.get(name, Decimal(0)) for name, value in need.items())
+
+
+def _plus(a: Resources, b: Resources, sign: int = 1) -> Resources:
+    return {name: a.get(name, Decimal(0)) + sign * b.get(name, Decimal(0)) for name in a.keys() | b.keys()}
+
+
+def check_preemption(world: World, gang: Gang, cycle: Cycle) -> tuple[list[Any], str]:
+    """The pass preempted for ``gang`` as the issue asks, else RuntimeError: victims of lower priority only, on the
+    nodes of its plan; every node of the plan short of room without them and enough with them; none that could be
+    spared (each unit's room is needed on some node). Returns the victims (PodViews) and what the pass did."""
+    state = world.state
+    decision = next((d for d in cycle.gangs if d.key == gang.key), None)
+    if decision is None or decision.cause != Cause.PREEMPTING or decision.preemption is None \
+            or [p.key for p in cycle.preemptions] != [gang.key]:
+        raise RuntimeError(f"expected one preemption, for the gang: {_decision(cycle, gang)}; "
+                           f"{len(cycle.preemptions)} preemption(s)")
+    units = cycle.preemptions[0].victims
+    need = decision.preemption.room  # per node of the plan: what its members there take
+    priority = state.pods[gang.uids[0]].priority
+    freed: dict[str, Resources] = {}
+    for unit in units:
+        for pod in unit.pods:
+            node = state.charged_node(pod.uid)
+            if pod.priority >= priority or node not in need:
+                raise RuntimeError(f"victim {pod.namespace}/{pod.name} (priority {pod.priority}) on {node or 'no node'}"
+                                   " is not of lower priority on a node of the plan")
+            freed[node] = _plus(freed.get(node, {}), pod.usage)
+    for node, wanted in need.items():
+        if _fits(wanted, state.free(node)) or not _fits(wanted, _plus(state.free(node), freed.get(node, {}))):
+            raise RuntimeError(f"node {node}: victims were not needed, or not enough")
+    for unit in units:
+        alone: dict[str, Resources] = {}
+        for pod in unit.pods:
+            node = state.charged_node(pod.uid)
+            alone[node] = _plus(alone.get(node, {}), pod.usage)
+        if all(_fits(need[node], _plus(_plus(state.free(node), freed[node]), room, -1))
+               for node, room in alone.items()):
+            raise RuntimeError(f"victim {unit.name} could have been spared")
+    pods = [pod for unit in units for pod in unit.pods]
+    by_priority = ", ".join(f"{sum(1 for p in pods if p.priority == level)} of priority {level}"
+                            for level in sorted({p.priority for p in pods}))
+    note = (f"preempts {len(pods)} pods ({by_priority}; {sum(1 for u in units if u.gang)} gangs) to place its "
+            f"{len(gang.pods)} members on {len(need)} nodes, each short of room without them; none could be spared")
+    return pods, note
+
+
+def undo_preemption(world: World, engine: Engine, gang: Gang, victims: list[Any]) -> None:
+    """Undo what a preempting pass decided (nothing was deleted): the victims back in view, the preemption forgotten,
+    the gang's members upserted again (so the next pass plans the gang afresh, as a new gang is)."""
+    world.state.mark_evicted(victims, False)
+    engine.preemption.done(gang.key)
+    unrelease(world, engine, [gang])
+
+
+@contextlib.contextmanager
+def room_freed(world: PreemptionWorld, victims: list[Any]) -> Iterator[None]:
+    """The same cluster with the victims' room free: they are deleted, and put back after."""
+    for pod in victims:
+        world.world.state.delete_pod(pod.uid, NOW)
+    try:
+        yield
+    finally:
+        for pod in victims:
+            world.world.state.upsert_pod(world.lower[pod.uid].obj(), NOW)
+
+
+def bench_preemption(nodes: int, per_node: int, gang_size: int, pending: tuple[int, int], repeat: int) -> list[Row]:
+    """Section 7: the preemptor's decision against the same gang's on the cluster with the victims' room free, cold
+    and warm; then passes with waiting gangs of which none can preempt (``pending``: how many of a priority nothing
+    runs below, and how many that outrank too little to make room), against the same passes with preemption off."""
+    started = time.perf_counter()
+    world = build_preemption_world(nodes, per_node, ("8", "32Gi"))
+    gc.collect()
+    gc.freeze()
+    print(f"built a {nodes:,}-node, {world.world.pods:,}-pod state for preemption in "
+          f"{time.perf_counter() - started:.1f} s ({len(world.lower):,} pods of lower priority than {BATCH_HIGH[1]})",
+          flush=True)
+    try:
+        gang = pytorch_gang(random.Random(23), "ml-research", "urgent", gang_size)
+        rows = bench_preempting(world, gang, repeat, PREEMPTION_RATIO)
+        set_budgets(world.world.state, tight=True)
+        rows += bench_preempting(world, gang, repeat, None)
+        set_budgets(world.world.state, tight=False)
+        rows += bench_no_preemption(world.world, pending[0], repeat, SCAVENGER,
+                                    f"no, nothing runs below priority {SCAVENGER[1]}", NO_PREEMPTION_RATIO)
+        rows += bench_no_preemption(world.world, pending[1], repeat, WAITING,
+                                    "yes, but even every pod of priority 0 gone would not make room", None)
+    finally:
+        gc.unfreeze()
+    return rows
+
+
+def bench_preempting(world: PreemptionWorld, gang: Gang, repeat: int, goal: float | None) -> list[Row]:
+    """Cold (a fresh engine's first pass) and warm (one engine, one unrelated pod event before the pass), the
+    preempting pass and the free-room pass alternately; each warm pass follows an untimed one after the switch.
+    ``goal``: for the warm ratio."""
+    add_gang(world.world, gang)
+    expect = len(gang.pods)
+    times: dict[str, list[tuple[float, float]]] = {}
+    note = ""
+
+    def preempting(engine: Engine, timed: bool = True) -> None:
+        nonlocal note
+        seconds, cycle = timed_cycle(engine)
+        pods, note = check_preemption(world.world, gang, cycle)
+        if sorted(p.uid for p in pods) != sorted(p.uid for p in victims):
+            raise RuntimeError("the victims differ from one pass to the next")
+        if timed:
+            times.setdefault(f"preempt {phase}", []).append((seconds, CPU[-1]))
+        undo_preemption(world.world, engine, gang, pods)
+
+    def released(engine: Engine, timed: bool = True) -> None:
+        seconds, cycle = timed_cycle(engine)
+        decision = next(d for d in cycle.gangs if d.key == gang.key)
+        if decision.decision != Verdict.RELEASE or len(decision.released) != expect or cycle.preemptions:
+            raise RuntimeError(f"expected a release of {expect} members, got {_decision(cycle, gang)}")
+        if timed:
+            times.setdefault(f"free {phase}", []).append((seconds, CPU[-1]))
+        unrelease(world.world, engine, [gang])
+
+    try:
+        phase = "first"
+        engine = world.world.engine()
+        _, cycle = timed_cycle(engine)
+        victims, note = check_preemption(world.world, gang, cycle)
+        undo_preemption(world.world, engine, gang, victims)
+        phase = "cold"
+        for _ in range(repeat):
+            preempting(world.world.engine())
+            with room_freed(world, victims):
+                released(world.world.engine())
+        phase = "warm"
+        engine = world.world.engine()
+        for n in range(repeat):
+            preempting(engine, timed=False)
+            world.world.state.upsert_pod(pod_event(world.world.sample[n % len(world.world.sample)], n), NOW)
+            preempting(engine)
+            with room_freed(world, victims):
+                released(engine, timed=False)
+                world.world.state.upsert_pod(pod_event(world.world.sample[n % len(world.world.sample)], n), NOW)
+                released(engine)
+    finally:
+        remove_gang(world.world, gang)
+    rows = []
+    budgets = world.world.state.budgets.values()
+    tight = sum(1 for found in budgets for budget in found.values() if budget.allowed == 0)
+    label = (f"{expect}-member PyTorchJob (priority {BATCH_HIGH[1]}, 8 cpu + 32Gi each)"
+             + (f", {tight:,} budgets allowing no disruption" if tight else ""))
+    cluster = (f"{len(world.world.nodes):,} nodes, {world.world.pods:,} pods of which {len(world.lower):,} of lower "
+               f"priority; no node has room for a member; {sum(map(len, budgets)):,} PodDisruptionBudgets, "
+               f"{tight:,} allowing no disruption")
+    for phase in ("cold", "warm"):
+        on, off = times[f"preempt {phase}"], times[f"free {phase}"]
+        cpu = median([c for _, c in on])
+        rows.append(Row("7 preemption", f"{label}: preempting decision, {phase}", median([w for w, _ in on]) * 1e3,
+                        "ms", None, f"CPU {cpu * 1e3:,.0f} ms" + (f"; {note}; {cluster}" if phase == "cold" else ""),
+                        cpu))
+        cpu = median([c for _, c in off])
+        rows.append(Row("7 preemption", f"the same gang on the cluster with that room free, {phase}",
+                        median([w for w, _ in off]) * 1e3, "ms", None,
+                        f"CPU {cpu * 1e3:,.0f} ms; released whole (the victims deleted, nothing else changed)", cpu))
+        rows.append(Row("7 preemption", f"preempting / room free, {phase} (CPU)", _paired(on, off), "x",
+                        goal if phase == "warm" else None,
+                        f"wall {_paired(on, off, 0):.2f}x; {len(on)} pairs, one of each side by side"))
+    return rows
+
+
+def bench_no_preemption(world: World, count: int, repeat: int, priority: tuple[str, int], why: str,
+                        goal: float | None) -> list[Row]:
+    """A pass with ``count`` waiting gangs (``PendingGangs``) of ``priority``, of which no gang can preempt (``why``
+    says why), against the same pass with preemption off, alternately: cold (fresh engines built with
+    ``controller.preemption`` true and false) and warm (one engine, preemption switched as that setting switches
+    it, one unrelated pod event before each pass). Each waiting gang that does not fit asks whether it may."""
+    factory = PendingGangs(priority)
+    rng = random.Random(count)
+    gangs = [factory.gang(k, rng) for k in range(count)]
+    for gang in gangs:
+        add_gang(world, gang)
+    configs = {False: Config(preemption=False), True: CONFIG}
+    times: dict[tuple[str, bool], list[tuple[float, float]]] = {}
+    did: dict[tuple[str, bool], str] = {}
+    asked: dict[str, int] = {}
+
+    def measure(phase: str, engine: Engine) -> None:
+        seconds, cycle = timed_cycle(engine)
+        if cycle.preemptions:
+            raise RuntimeError(f"a gang of priority {priority[1]} preempted")
+        waiting = [d for d in cycle.gangs if d.decision == Verdict.WAIT and d.cause == Cause.CAPACITY]
+        released = sum(1 for d in cycle.gangs if d.decision == Verdict.RELEASE)
+        futile = sum(1 for d in waiting if "would not make room" in d.reason)
+        enabled = engine.preemption.enabled
+        times.setdefault((phase, enabled), []).append((seconds, CPU[-1]))
+        asked[phase] = len(waiting)
+        did[(phase, enabled)] = f"released: {released}, waiting for room: {len(waiting)}" + (
+            "" if not enabled else f" (each asked whether it may preempt: {why}; {futile} found it futile)" if futile
+            else f" (each asked whether it may preempt: {why})")
+
+    try:
+        for n in range(repeat):
+            for enabled in (False, True) if n % 2 == 0 else (True, False):
+                engine = world.engine(configs[enabled])
+                measure("cold", engine)
+                unrelease(world, engine, gangs)
+        engine = world.engine()
+        engine.cycle(NOW)  # the gangs that fit are released: later passes decide the rest again
+        for n in range(3 * repeat):
+            for enabled in (False, True) if n % 2 == 0 else (True, False):
+                engine.preemption.enabled = enabled
+                world.state.upsert_pod(pod_event(world.sample[n % len(world.sample)], n), NOW)
+                measure("warm", engine)
+        unrelease(world, engine, gangs)
+    finally:
+        for gang in gangs:
+            remove_gang(world, gang)
+    rows = []
+    for phase in ("cold", "warm"):
+        on, off = times[(phase, True)], times[(phase, False)]
+        for enabled, measured in ((True, on), (False, off)):
+            what = (f"{count:,} waiting gangs of priority {priority[1]}, {phase}" if enabled
+                    else f"the same pass with controller.preemption: false, {phase}")
+            rows.append(Row("7 preemption", what, median([w for w, _ in measured]) * 1e3, "ms", None,
+                            f"CPU {median([c for _, c in measured]) * 1e3:,.0f} ms; {did[(phase, enabled)]}",
+                            median([c for _, c in measured])))
+        extra = (median([c for _, c in on]) - median([c for _, c in off])) / max(asked[phase], 1)
+        rows.append(Row("7 preemption", f"priority {priority[1]} / preemption off, {phase} (CPU)", _paired(on, off),
+                        "x", goal, f"wall {_paired(on, off, 0):.2f}x; {len(on)} pairs; {extra * 1e3:+,.2f} ms CPU per "
+                        "waiting gang"))
+    return rows
+
+
+def _paired(numerator: list[tuple[float, float]], denominator: list[tuple[float, float]], which: int = 1) -> float:
+    """The median ratio of passes measured side by side (wall: ``which`` 0, CPU: 1): on a shared machine the load
+    drifts between pairs more than within one."""
+    return median([a[which] / b[which] for a, b in zip(numerator, denominator, strict=True)])
 
 
 # =============================================================================================================
@@ -1748,7 +2258,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="tiny scale, every code path, no goals checked")
     parser.add_argument("--repeat", type=int, default=5, help="repetitions of each in-process measurement")
-    parser.add_argument("--only", default="1234569", help="which sections to run, e.g. 125")
+    parser.add_argument("--only", default="123456789", help="which sections to run, e.g. 125")
     parser.add_argument("--limit", type=float, default=30.0,
                         help="seconds after which a pass with 1,000 or 10,000 pending gangs is stopped")
     parser.add_argument("--rebuild-child", nargs=2, metavar=("DIR", "MODE"), help=argparse.SUPPRESS)
@@ -1807,11 +2317,17 @@ def main() -> int:
         del world
         gc.unfreeze()
         gc.collect()
+        if "7" in args.only:
+            rows += bench_preemption(nodes, pods // nodes, gang_size, (20, 10) if smoke else (1000, 20), repeat)
+            print_progress(rows, began)
         if "3" in args.only:
             rows += bench_rebuild(nodes, pods, gang_size, workdir, 60 if smoke else 600)
             print_progress(rows, began)
         if "4" in args.only:
             rows += bench_release(10 if smoke else 100, 1 if smoke else 3, workdir)
+            print_progress(rows, began)
+        if "8" in args.only:
+            rows += bench_preempt_cluster(8, 1 if smoke else 5, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"\ncontroller benchmark{' (smoke: goals not checked)' if smoke else ''}, "

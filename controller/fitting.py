@@ -189,7 +189,7 @@ class Fitting:
         """A plan as if ``room(node)`` more were free on every node some member may use (the room preemption could
         make): over every such node, without the room indexes and the state's domain sums, which count only what is
         free now."""
-        nodes = [replace(node, free=add(node.free, room(node.name)))
+        nodes = [NodeFree(node.name, add(node.free, room(node.name)), node.used_ports)
                  for node in self.nodes(gang, usable(members), held, None)]
         if not request:
             return TopologyPlan(plan(members, nodes))

@@ -110,6 +110,93 @@ def test_no_victims_when_the_units_on_a_node_cannot_make_the_room() -> None:
     assert choose({"a": cpu(4)}, {"a": cpu(0)}, {"a": [unit("small", 0, cpu=1)]}) is None
 
 
+def _choose_by_equality(need: Any, free: Any, on_node: Any) -> list[Unit] | None:
+    """``choose`` as first written (units compared field by field, reprieved by ``list.remove``): the reference its
+    faster form must agree with."""
+    from controller.capacity import add, fits, subtract
+
+    freed: dict[str, Any] = {}
+    chosen: list[Unit] = []
+    for where_short in sorted(need):
+        if fits(need[where_short], add(free.get(where_short, {}), freed.get(where_short, {}))):
+            continue
+        for candidate in sorted(on_node.get(where_short, ()), key=lambda u: u.importance):
+            if candidate in chosen:
+                continue
+            chosen.append(candidate)
+            for where, room in candidate.freed.items():
+                freed[where] = add(freed.get(where, {}), room)
+            if fits(need[where_short], add(free.get(where_short, {}), freed.get(where_short, {}))):
+                break
+        else:
+            return None
+    for candidate in sorted(chosen, key=lambda u: u.importance, reverse=True):
+        without = {where: subtract(freed[where], room) for where, room in candidate.freed.items()}
+        if all(fits(need[where], add(free.get(where, {}), without[where])) for where in without if where in need):
+            chosen.remove(candidate)
+            freed.update(without)
+    return chosen
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_choose_agrees_with_its_first_form(seed: int) -> None:
+    # Three nodes; single pods and gangs over two nodes, of mixed priorities, ages and budgets; random needs.
+    import random
+
+    rng = random.Random(seed)
+    nodes = ["a", "b", "c"]
+    units = []
+    for k in range(rng.randrange(3, 12)):
+        spread = rng.sample(nodes, rng.choice((1, 1, 2)))
+        units.append(unit(f"u{k}", rng.randrange(3), pods=len(spread) + rng.randrange(2), gang=len(spread) > 1,
+                          newest=float(rng.randrange(5)), violations=rng.choice((0, 0, 1)),
+                          freed={where: rng.randrange(1, 4) for where in spread}))
+    on_node = {node: [u for u in units if node in u.freed] for node in nodes}
+    need = {node: cpu(rng.randrange(1, 6)) for node in rng.sample(nodes, rng.randrange(1, 4))}
+    free = {node: cpu(rng.randrange(0, 3)) for node in nodes}
+    expected = _choose_by_equality(need, free, on_node)
+    chosen = choose(need, free, on_node)
+    assert (chosen is None) == (expected is None)
+    assert [u.name for u in chosen or ()] == [u.name for u in expected or ()]
+
+
+@pytest.mark.parametrize("need, free, freed", [
+    ({"cpu": 2}, {"cpu": 1}, {"cpu": 1}), ({"cpu": 2}, {"cpu": 1}, {}), ({"cpu": 0}, {"cpu": -3}, {}),
+    ({"cpu": 1, "memory": 4}, {"cpu": 1}, {"memory": 4}), ({"cpu": 1, "memory": 4}, {"cpu": 1}, {"memory": 3}),
+    ({"nvidia.com/gpu": 1}, {}, {}), ({"cpu": -1}, {}, {}), ({"cpu": 3}, {"cpu": 5}, {"cpu": -2})])
+def test_room_beside_what_victims_free_is_counted_as_fits_counts_it(need: Any, free: Any, freed: Any) -> None:
+    from decimal import Decimal
+
+    from controller.capacity import add, fits
+    from controller.preemption import _fits_beside
+
+    need, free, freed = ({k: Decimal(v) for k, v in d.items()} for d in (need, free, freed))
+    assert _fits_beside(need, free, freed) == fits(need, add(free, freed))
+
+
+def test_a_gang_unit_is_of_its_highest_priority_and_newest_member_and_frees_room_where_they_are() -> None:
+    from controller.preemption import unit_of
+
+    objects = [member(f"g-{i}", "g", 3, "1", 1, where=where) for i, where in enumerate(("n0", "n0", "n1"))]
+    objects[1]["spec"]["priority"] = 7
+    objects[2]["metadata"]["creationTimestamp"] = "2026-11-22T11:00:00Z"
+    views = [pod_view(obj) for obj in objects]
+    found = unit_of(views, ("ml", "g", "root-g"), 0, {v.uid: v.node for v in views}.__getitem__)
+    assert (found.name, found.priority, found.newest) == ("gang ml/g", 7, views[2].created)
+    assert views[2].created > views[0].created
+    assert {node: room["cpu"] for node, room in found.freed.items()} == {"n0": 2, "n1": 1}
+
+
+def test_pods_of_at_least_the_preemptors_priority_are_no_candidates_and_a_gang_goes_whole() -> None:
+    objects = [busy("p0", "n0", "1", 0), busy("p10", "n0", "1", 10), busy("p20", "n0", "1", 20),
+               member("eq-0", "eq", 1, "1", 10, where="n0"),
+               member("low-0", "low", 2, "1", 1, where="n0"), member("low-1", "low", 2, "1", 1, where="n1")]
+    state, engine = world(2, *objects)
+    units = engine.preemption._units(["n0"], 10, ("ml", "high", "root-high"))
+    assert sorted(units) == ["gang ml/low", "pod ml/p0"]
+    assert sorted(units["gang ml/low"].freed) == ["n0", "n1"], "all its members, on every node"
+
+
 # --- pass by pass ---------------------------------------------------------------------------------------------------
 
 
@@ -228,6 +315,27 @@ def test_a_pod_budget_protects_is_preempted_last() -> None:
     state.upsert_budget({"metadata": {"namespace": "ml", "name": "db"},
                          "spec": {"selector": {"matchLabels": {"app": "db"}}}, "status": {"disruptionsAllowed": 0}})
     assert evicted(engine.cycle(T0 + 1)) == ["plain"], "a higher priority, but no budget forbids it"
+
+
+def test_budgets_weigh_the_pods_of_their_own_namespace_only() -> None:
+    def budget(namespace: str, app: str, allowed: int) -> dict[str, Any]:
+        return {"metadata": {"namespace": namespace, "name": app},
+                "spec": {"selector": {"matchLabels": {"app": app}}}, "status": {"disruptionsAllowed": allowed}}
+
+    objects = [busy("a", "n0", "1", labels={"app": "db"}), busy("b", "n0", "1", labels={"app": "db"}),
+               busy("c", "n0", "1", labels={"app": "db"}, namespace="other"),
+               busy("w", "n0", "1", labels={"app": "web"}),
+               busy("x", "n0", "1", labels={"app": "web"}, namespace="other")]
+    state, _ = world(1, *objects)
+    for obj in (budget("ml", "db", 1), budget("other", "db", 0), budget("ml", "web", 0)):
+        state.upsert_budget(obj)
+    a, b, c, w, x = (state.pods[f"uid-{name}"] for name in "abcwx")
+    assert [state.violations(pods) for pods in ([a, b], [c], [x], [a, c], [a])] == [1, 1, 0, 1, 0]
+    assert [p.name for p in state.covered(allowed=0, below=1)] == ["c", "w"]
+    assert state.covered(allowed=0, below=0) == [], "all of priority 0"
+    state.delete_budget(budget("other", "db", 0))
+    assert (state.violations([c]), [p.name for p in state.covered(allowed=0, below=1)]) == (0, ["w"])
+    assert sorted(state.budgets) == ["ml"], "a namespace without budgets is forgotten"
 
 
 def test_a_topology_aware_gang_preempts_inside_one_domain() -> None:
