@@ -170,8 +170,9 @@ LOWER_PRIORITY = "of lower priority"  # why a preemptor may take its victims, un
 # The waits of a complete gang that make it the head its StrictFIFO Queue's later gangs wait behind.
 _HOLDS_A_QUEUE = frozenset({Cause.QUOTA, Cause.CAPACITY, Cause.PREEMPTING, Cause.QUEUE})
 
-# A waiting gang's "not yet" holds while nothing freed, no member changed and no held room was given back:
-# (its members' version, freed, shape version, held version).
+# A waiting gang's "not yet" (no plan; no preemption helps) holds while nothing freed, no member changed and no held
+# room was given back: (its members' version, freed, shape version, held version). The held version covers the room
+# held for preemptors too: ``Bookkeeping.observe`` compares all that is held at the start of each pass.
 _Token = tuple[int | None, int, int, int]
 
 
@@ -665,7 +666,7 @@ class Engine:
         preempts (or waits for pods preempted earlier), False when preemption would not help (said in the reason)."""
         if any(p.node for p in gang.live) and request:  # members bound without a release fix their unit's domain
             members = self.fitting.anchored(members, gang, request)
-        found = self.preemption.find(gang, members, request, held)
+        found = self.preemption.find(gang, members, request, held, self._token(gang.key))
         if isinstance(found, Futile):
             result.reason += f"; {found.reason}"
             return False
@@ -698,6 +699,10 @@ class Engine:
                                             len(set(victims.placement.values())), len(members),
                                             self.preemption.inflight[gang.key].round, why))
 
+    def _token(self, key: GangKey) -> _Token:
+        """What a gang's "not yet" depends on (``_Token``)."""
+        return self.state.gang_versions.get(key), self.state.freed, self.state.shape_version, self.books.held_version
+
     def _plan_waiting(self, gang: Gang, live: list[PodView], needed: int, expected: list[Member], held: Held,
                       claims: dict[str, Resources], request: Request
                       ) -> tuple[PlanResult, list[PodView], list[Member], tuple[str, ...]]:
@@ -709,8 +714,7 @@ class Engine:
         candidates = [live, chosen] if len(live) > needed else [live]
         limits = self.backfill.limits(gang.key, held, claims) if claims else None
         # Nothing freed, no member changed, no held room given back: the last "not yet" still holds.
-        token: _Token | None = (self.state.gang_versions.get(gang.key), self.state.freed, self.state.shape_version,
-                                self.books.held_version) if not claims else None
+        token: _Token | None = self._token(gang.key) if not claims else None
         cached = self._not_yet.get(gang.key)
         if token is not None and cached is not None and cached[0] == token:
             return cached[1], cached[2], [], cached[3]

@@ -26,7 +26,7 @@ start, more victims than needed, a second round while the first still terminates
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
@@ -34,7 +34,7 @@ from controller.bookkeeping import Gang, HeldRoom
 from controller.capacity import add, shortfall, subtract
 from controller.fitting import Fitting
 from controller.members import GangKey, PodView
-from controller.planner import check_placement
+from controller.planner import PlanResult, check_placement
 from controller.problem import Member, NodeFree, RequestsMemo, member_requests
 from controller.state import ClusterState
 from controller.topology import Request
@@ -199,12 +199,15 @@ class Preemption:
     def __init__(self, state: ClusterState, fitting: Fitting, enabled: bool) -> None:
         self.state, self.fitting, self.enabled = state, fitting, enabled
         self.inflight: dict[GangKey, InFlight] = {}
+        self._futile: dict[GangKey, tuple[Hashable, Futile]] = {}  # the last "no preemption helps", per gang
 
     def prune(self, now: float) -> None:
         """Forget preemptions of gangs that are gone, and what preempted a gang once it runs whole again (or has been
         gone for an hour)."""
         for key in [k for k in self.inflight if k not in self.state.gangs]:
             del self.inflight[key]
+        for key in [k for k in self._futile if k not in self.state.gangs]:
+            del self._futile[key]
         preempted = self.state.preempted
         for key in [k for k, (_, at) in preempted.items()
                     if k in self.state.whole or (k not in self.state.gangs and now - at > FORGET_SECONDS)]:
@@ -251,10 +254,11 @@ class Preemption:
         return (self.enabled and lowest is not None and lowest < gang.priority
                 and not all(p.preempts for p in gang.live))
 
-    def find(self, gang: Gang, members: list[Member], request: Request, held: HeldRoom) -> Victims | Futile | str:
+    def find(self, gang: Gang, members: list[Member], request: Request, held: HeldRoom,
+             token: Hashable) -> Victims | Futile | str:
         """The victims that let the whole gang fit, ``Futile`` when none would, or why it waits instead (pods
         disrupted earlier still terminate where its plan would go)."""
-        placement = self._plan(gang, members, request, held)
+        placement = self._plan(gang, members, request, held, token)
         if isinstance(placement, Futile):
             return placement
         need = need_per_node(members, placement)
@@ -276,29 +280,47 @@ class Preemption:
             return Futile(f"no preemption verified for its plan over {len(need)} node(s): {why}")
         return Victims(tuple(chosen), placement)
 
-    def _plan(self, gang: Gang, members: list[Member], request: Request, held: HeldRoom) -> Mapping[str, str] | Futile:
+    def _plan(self, gang: Gang, members: list[Member], request: Request, held: HeldRoom,
+              token: Hashable) -> Mapping[str, str] | Futile:
         """The plan whose victims matter least, as kube-scheduler picks a node: over the room pods no
         PodDisruptionBudget protects would make, then any; up to the lowest priority that makes enough room (the
-        lowest "highest-priority victim"); ``Futile`` when even every lower-priority pod would not."""
+        lowest "highest-priority victim"); ``Futile`` when even every lower-priority pod would not.
+
+        The last try is over the most room there is (every lower-priority pod gone): when it holds no plan, no level
+        does. Such a "no" is kept for the gang while ``token`` (what it depends on: its members and root, the room freed
+        anywhere, the nodes' shapes, the room held for gangs) stays the same: room below a priority only grows when
+        one of those moves, and a gang waiting in vain is otherwise searched for again on every pass."""
+        cached = self._futile.get(gang.key)
+        if cached is not None and cached[0] == token:
+            return cached[1]
         state, priority = self.state, gang.priority
         levels = sorted({level for level in state.priorities() if level < priority})
+        if not levels:
+            return Futile(f"preempting every pod of lower priority than {priority} would not make room: nothing of "
+                          "lower priority runs")
         protected = self._protected(priority)
-        found = None
-        for spare in (True, False) if protected else (False,):
-            for level in levels:
-                def room(node: str, level: int = level, spare: bool = spare) -> Resources:
-                    made = state.room_below(node, level + 1)
-                    if spare:
-                        for below, usage in protected.get(node, ()):
-                            if below <= level:
-                                made = subtract(made, usage)
-                    return made
 
-                found = self.fitting.plan_with_room(members, gang, held, request, room).result
-                if found.placement is not None:
-                    return found.placement
-        shortfall_text = found.shortfall if found is not None else "nothing of lower priority runs"
-        return Futile(f"preempting every pod of lower priority than {priority} would not make room: {shortfall_text}")
+        def plan(level: int, spare: bool) -> PlanResult:
+            def room(node: str) -> Resources:
+                made = state.room_below(node, level + 1)
+                if spare:
+                    for below, usage in protected.get(node, ()):
+                        if below <= level:
+                            made = subtract(made, usage)
+                return made
+
+            return self.fitting.plan_with_room(members, gang, held, request, room).result
+
+        tries = [(level, True) for level in levels] if protected else []
+        for level, spare in tries + [(level, False) for level in levels]:
+            found = plan(level, spare)
+            if found.placement is not None:
+                self._futile.pop(gang.key, None)
+                return found.placement
+        futile = Futile(f"preempting every pod of lower priority than {priority} would not make room: "
+                        f"{found.shortfall}")
+        self._futile[gang.key] = (token, futile)
+        return futile
 
     def _protected(self, priority: int) -> dict[str, list[tuple[int, Resources]]]:
         """Per node, the (priority, usage) of lower-priority pods a PodDisruptionBudget forbids evicting now."""

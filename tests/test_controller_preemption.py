@@ -267,6 +267,31 @@ def test_a_gang_that_cannot_fit_even_if_everything_lower_went_evicts_nothing_and
     assert "preempting every pod of lower priority than 10 would not make room" in decision.reason, decision.reason
 
 
+def test_a_futile_search_is_not_repeated_until_room_could_have_grown() -> None:
+    """The same gang as above: its "no preemption helps" stands while nothing that could grow the room below its
+    priority changed (a lower-priority pod arriving cannot): no plan is searched for again. Once the priority-11 pod
+    goes, it is searched for at once, and the gang preempts p0."""
+    objects = [busy("p0", "n0", "4", 0), busy("p11", "n1", "4", 11), member("high-0", "high", 2, "4", 10),
+               member("high-1", "high", 2, "4", 10)]
+    state, engine = world(3, *objects, busy("filler", "n2", "4", 11))
+    searches = []
+    plan_with_room = engine.fitting.plan_with_room
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        searches.append(args)
+        return plan_with_room(*args, **kwargs)
+
+    engine.fitting.plan_with_room = counted  # type: ignore[method-assign]
+    first = gang_decision(engine.cycle(T0 + 1), "high")
+    assert "would not make room" in first.reason and len(searches) == 1
+    state.upsert_pod(busy("late", "n2", "0", 0), T0 + 2)  # a change, of lower priority: no room for the gang
+    again = gang_decision(engine.cycle(T0 + 3), "high")
+    assert again.reason == first.reason and len(searches) == 1
+    state.delete_pod("uid-p11", T0 + 4)
+    cycle = engine.cycle(T0 + 5)
+    assert len(searches) > 1 and evicted(cycle) == ["p0"], gang_decision(cycle, "high").reason
+
+
 @pytest.mark.parametrize("case", ["equal priority", "preemptionPolicy Never", "preemption off"])
 def test_no_preemption_for_equal_priority_never_or_when_off(case: str) -> None:
     spec = {"preemptionPolicy": "Never"} if case == "preemptionPolicy Never" else {}
