@@ -29,9 +29,10 @@ import functools
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from typing import Any
 
 from controller.bookkeeping import Gang, HeldRoom
-from controller.capacity import add, shortfall, subtract
+from controller.capacity import PODS, add, shortfall, subtract
 from controller.fitting import Fitting
 from controller.members import GangKey, PodView
 from controller.planner import PlanResult, check_placement
@@ -168,6 +169,18 @@ def verified(members: Sequence[Member], nodes: Iterable[NodeFree], units: Sequen
     return check_placement(members, after, placement)
 
 
+def _holds(requests: Sequence[tuple[str, Decimal]], free: Resources, room: Resources) -> int:
+    """How many members of ``requests`` fit ``free`` plus ``room``."""
+    most: int | None = None
+    for name, value in requests:
+        if value > 0:
+            fit = int((free.get(name, _ZERO) + room.get(name, _ZERO)) // value)
+            if fit <= 0:
+                return 0
+            most = fit if most is None or fit < most else most
+    return most if most is not None else 0
+
+
 def short_text(need: Mapping[str, Resources], free: Mapping[str, Resources]) -> str:
     """What the nodes of a plan lack, summed (for reasons)."""
     total: Resources = {}
@@ -200,6 +213,8 @@ class Preemption:
         self.state, self.fitting, self.enabled = state, fitting, enabled
         self.inflight: dict[GangKey, InFlight] = {}
         self._futile: dict[GangKey, tuple[Hashable, Futile]] = {}  # the last "no preemption helps", per gang
+        self._slots: dict[tuple[Any, frozenset[str], int], int] = {}  # see _too_few_slots
+        self._slots_token: tuple[int, int, int] | None = None
 
     def prune(self, now: float) -> None:
         """Forget preemptions of gangs that are gone, and what preempted a gang once it runs whole again (or has been
@@ -298,6 +313,11 @@ class Preemption:
         if not levels:
             return Futile(f"preempting every pod of lower priority than {priority} would not make room: nothing of "
                           "lower priority runs")
+        short = self._too_few_slots(members, priority)
+        if short:
+            futile = Futile(f"preempting every pod of lower priority than {priority} would not make room: {short}")
+            self._futile[gang.key] = (token, futile)
+            return futile
         protected = self._protected(priority)
 
         def plan(level: int, spare: bool) -> PlanResult:
@@ -321,6 +341,33 @@ class Preemption:
                         f"{found.shortfall}")
         self._futile[gang.key] = (token, futile)
         return futile
+
+    def _too_few_slots(self, members: Sequence[Member], priority: int) -> str:
+        """A "certainly not" before the search, for a gang that would wait in vain: per class of identical members
+        (requests, allowed nodes), at most how many of them the nodes could hold with every pod of lower priority
+        gone (free plus that room, node by node, nothing held subtracted: an upper bound). Fewer than the class has
+        members, and no plan exists: the reason, else "". Kept per class and priority until room is freed anywhere
+        or a node changes, as the bound only shrinks meanwhile; gangs of one shape share it."""
+        state = self.state
+        token = (state.freed, state.shape_version, state.static_version)
+        if self._slots_token != token:
+            self._slots, self._slots_token = {}, token
+        classes: dict[tuple[tuple[tuple[str, Decimal], ...], frozenset[str]], int] = {}
+        memo: RequestsMemo = {}
+        for member in members:
+            if member.pinned is None:
+                key = (tuple(sorted(member_requests(member, memo).items())), member.nodes)
+                classes[key] = classes.get(key, 0) + 1
+        for (requests, nodes), count in classes.items():
+            slots = self._slots.get((requests, nodes, priority))
+            if slots is None:
+                slots = self._slots[(requests, nodes, priority)] = sum(
+                    _holds(requests, state.free(node), state.room_below(node, priority)) for node in nodes)
+            if slots < count:
+                shown = ", ".join(f"{name} {value}" for name, value in requests if name != PODS)
+                return (f"{count} of its members ask for {shown or 'a pod slot'} each and the nodes they may use "
+                        f"could hold {slots} such member(s) at most")
+        return ""
 
     def _protected(self, priority: int) -> dict[str, list[tuple[int, Resources]]]:
         """Per node, the (priority, usage) of lower-priority pods a PodDisruptionBudget forbids evicting now."""

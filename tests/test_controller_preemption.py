@@ -267,14 +267,9 @@ def test_a_gang_that_cannot_fit_even_if_everything_lower_went_evicts_nothing_and
     assert "preempting every pod of lower priority than 10 would not make room" in decision.reason, decision.reason
 
 
-def test_a_futile_search_is_not_repeated_until_room_could_have_grown() -> None:
-    """The same gang as above: its "no preemption helps" stands while nothing that could grow the room below its
-    priority changed (a lower-priority pod arriving cannot): no plan is searched for again. Once the priority-11 pod
-    goes, it is searched for at once, and the gang preempts p0."""
-    objects = [busy("p0", "n0", "4", 0), busy("p11", "n1", "4", 11), member("high-0", "high", 2, "4", 10),
-               member("high-1", "high", 2, "4", 10)]
-    state, engine = world(3, *objects, busy("filler", "n2", "4", 11))
-    searches = []
+def counting_searches(engine: Engine) -> list[Any]:
+    """The plans over the room preemption could make that ``engine`` searches for from now on."""
+    searches: list[Any] = []
     plan_with_room = engine.fitting.plan_with_room
 
     def counted(*args: Any, **kwargs: Any) -> Any:
@@ -282,6 +277,18 @@ def test_a_futile_search_is_not_repeated_until_room_could_have_grown() -> None:
         return plan_with_room(*args, **kwargs)
 
     engine.fitting.plan_with_room = counted  # type: ignore[method-assign]
+    return searches
+
+
+def test_a_futile_search_is_not_repeated_until_room_could_have_grown() -> None:
+    """Members of 4 and 3 cpu; with p0 (priority 0) gone n0 holds either, not both, and the rest runs at priority
+    11: no plan. That "no preemption helps" stands while nothing that could grow the room below its priority changed
+    (a lower-priority pod arriving cannot): no plan is searched for again. Once the priority-11 pod on n1 goes, it
+    is searched for at once, and the gang preempts p0."""
+    objects = [busy("p0", "n0", "4", 0), busy("p11", "n1", "4", 11), member("high-0", "high", 2, "4", 10),
+               member("high-1", "high", 2, "3", 10)]
+    state, engine = world(3, *objects, busy("filler", "n2", "4", 11))
+    searches = counting_searches(engine)
     first = gang_decision(engine.cycle(T0 + 1), "high")
     assert "would not make room" in first.reason and len(searches) == 1
     state.upsert_pod(busy("late", "n2", "0", 0), T0 + 2)  # a change, of lower priority: no room for the gang
@@ -290,6 +297,23 @@ def test_a_futile_search_is_not_repeated_until_room_could_have_grown() -> None:
     state.delete_pod("uid-p11", T0 + 4)
     cycle = engine.cycle(T0 + 5)
     assert len(searches) > 1 and evicted(cycle) == ["p0"], gang_decision(cycle, "high").reason
+
+
+def test_too_few_slots_for_a_class_of_members_is_futile_without_a_search() -> None:
+    """Three members of 3 cpu, priority 10; the nodes hold 4 cpu each, one runs a priority-11 pod: even with every
+    pod of lower priority gone, two such members fit at most (one per free node). Futile, said with those numbers,
+    with no plan searched for; a fourth node and the gang preempts."""
+    objects = [busy("p0", "n0", "4", 0), busy("q0", "n1", "2", 0), busy("p11", "n2", "4", 11)]
+    objects += [member(f"big-{i}", "big", 3, "3", 10) for i in range(3)]
+    state, engine = world(3, *objects)
+    searches = counting_searches(engine)
+    decision = gang_decision(engine.cycle(T0 + 1), "big")
+    assert ("preempting every pod of lower priority than 10 would not make room: 3 of its members ask for cpu 3 each "
+            "and the nodes they may use could hold 2 such member(s) at most") in decision.reason, decision.reason
+    assert not searches and decision.cause == Cause.CAPACITY
+    state.upsert_node(node("n3", cpu="4"))
+    cycle = engine.cycle(T0 + 2)
+    assert searches and evicted(cycle) == ["p0", "q0"], gang_decision(cycle, "big").reason
 
 
 @pytest.mark.parametrize("case", ["equal priority", "preemptionPolicy Never", "preemption off"])
