@@ -651,7 +651,7 @@ class Engine:
         if isinstance(found, Futile):
             result.reason += f"; {found.reason}"
             return False
-        self._evict_victims(gang, found, members, now, f"as its Queue {queue} allows")
+        self._evict_victims(gang, found, members, held, now, f"as its Queue {queue} allows")
         flight = result.preemption = self.preemption.inflight[gang.key]
         result.cause = Cause.PREEMPTING
         result.reason = (f"preempting as its Queue {queue} allows {len(found.units)} gang(s), {len(found.pods)} pod(s) "
@@ -674,7 +674,7 @@ class Engine:
         if isinstance(found, str):
             result.reason += f"; {found}"
             return True
-        self._evict_victims(gang, found, members, now)
+        self._evict_victims(gang, found, members, held, now)
         flight = result.preemption = self.preemption.inflight[gang.key]
         result.reason = (f"preempting {len(found.units)} unit(s) of lower priority, {len(found.pods)} pod(s) in all "
                          f"({named(found.units)}) "
@@ -682,11 +682,13 @@ class Engine:
                          f"(round {flight.round}); it is released once they are gone")
         return True
 
-    def _evict_victims(self, gang: Gang, victims: Victims, members: list[Member], now: float,
+    def _evict_victims(self, gang: Gang, victims: Victims, members: list[Member], held: Held, now: float,
                        why: str = LOWER_PRIORITY) -> None:
-        """The preemption's bookkeeping: the victims out of their gangs' views (never replaced, no vacancy), the
-        victim gangs told who preempted them, the room held for the preemptor, and the evictions to carry out."""
+        """The preemption's bookkeeping: the victims out of their gangs' views (never replaced, no vacancy; their
+        room no other preemption's), the victim gangs told who preempted them, the room held for the preemptor from
+        now on (later gangs of this pass plan around it too), and the evictions to carry out."""
         self.preemption.start(gang, victims, members, now)
+        held[gang.key] = dict(self.preemption.inflight[gang.key].room)
         note = f"preempted by gang {gang.key[0]}/{gang.key[1]} (priority {gang.priority})" + (
             "" if why == LOWER_PRIORITY else f", {why}")
         for unit in victims.units:

@@ -352,6 +352,10 @@ class ClusterState:
         until the watch says they are gone, and they leave no vacancy behind."""
         self.version += 1
         for pod in pods:
+            if (pod.uid in self.evicted) != evicted:  # its room is no other preemption's to take: held for its own
+                stored, node = self.pods.get(pod.uid), self._charged_at.get(pod.uid, "")
+                if stored is not None and node and not stored.permanent and not stored.deleting:
+                    _add(self._below[node][stored.priority], stored.usage, -1 if evicted else 1)
             if evicted:
                 self.evicted.add(pod.uid)
             else:
@@ -451,7 +455,7 @@ class ClusterState:
         self._on_node.setdefault(node, set()).add(pod.uid)
         if not pod.permanent:
             self._priorities[pod.priority] += 1
-            if not pod.deleting:
+            if not pod.deleting and pod.uid not in self.evicted:
                 _add(self._below.setdefault(node, {}).setdefault(pod.priority, {}), pod.usage, 1)
         self.dirty.add(node)
         _shift(self._charged, node, pod.usage, 1)
@@ -476,7 +480,7 @@ class ClusterState:
             self._priorities[pod.priority] -= 1
             if not self._priorities[pod.priority]:
                 del self._priorities[pod.priority]
-            if not pod.deleting:
+            if not pod.deleting and uid not in self.evicted:
                 _add(self._below[node][pod.priority], pod.usage, -1)
         self.dirty.add(node)
         _shift(self._charged, node, pod.usage, -1)

@@ -351,6 +351,19 @@ def test_the_room_its_victims_free_is_held_for_it() -> None:
     assert sorted(r.pod.name for r in engine.cycle(T0 + 6).releases) == ["high-0", "high-1"]
 
 
+def test_within_one_pass_a_later_gang_neither_takes_the_room_held_nor_preempts_the_same_victims() -> None:
+    """high (4 cpu, priority 10) preempts p0 (2 cpu, priority 0) on n0, which then holds 4 cpu for it, its free 2
+    cpu included. In the same pass, mid (2 cpu, priority 9) comes next: those free 2 cpu are held, p0 is another
+    preemption's victim already, n1 runs priority 11: it is not released and preempts nothing."""
+    objects = [busy("p0", "n0", "2", 0), busy("p11", "n1", "4", 11), member("high-0", "high", 1, "4", 10),
+               member("mid-0", "mid", 1, "2", 9)]
+    state, engine = world(2, *objects)
+    cycle = engine.cycle(T0 + 1)
+    assert [p.key[1] for p in cycle.preemptions] == ["high"] and evicted(cycle) == ["p0"]
+    assert not cycle.releases, [r.pod.name for r in cycle.releases]
+    assert gang_decision(cycle, "mid").decision == Verdict.WAIT
+
+
 def test_members_of_different_priorities_are_not_certifiable() -> None:
     state, engine = world(1, member("m-0", "mixed", 2, "1", 10), member("m-1", "mixed", 2, "1", 0))
     decision = gang_decision(engine.cycle(T0 + 1), "mixed")
