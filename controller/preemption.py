@@ -26,6 +26,7 @@ start, more victims than needed, a second round while the first still terminates
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -169,12 +170,14 @@ def verified(members: Sequence[Member], nodes: Iterable[NodeFree], units: Sequen
     return check_placement(members, after, placement)
 
 
-def _holds(requests: Sequence[tuple[str, Decimal]], free: Resources, room: Resources) -> int:
-    """How many members of ``requests`` fit ``free`` plus ``room``."""
+def _holds(requests: Sequence[tuple[str, Decimal]], free: Resources, room: Resources,
+           held: Resources | None) -> int:
+    """How many members of ``requests`` fit ``free`` plus ``room`` minus ``held``."""
     most: int | None = None
     for name, value in requests:
         if value > 0:
-            fit = int((free.get(name, _ZERO) + room.get(name, _ZERO)) // value)
+            have = free.get(name, _ZERO) + room.get(name, _ZERO) - (held.get(name, _ZERO) if held else _ZERO)
+            fit = int(have // value)
             if fit <= 0:
                 return 0
             most = fit if most is None or fit < most else most
@@ -201,6 +204,10 @@ class InFlight:
     units: tuple[Unit, ...] = ()
 
 
+# Preemption searches per pass, at most this long (then the gangs after are weighed in a later pass, ahead of which
+# the gangs searched already preempt, wait for their victims or answer from the kept "no"): a pass over thousands of
+# gangs that may preempt, after a restart, still ends and releases what fits.
+SEARCH_SECONDS = 1.0
 MAX_ROUNDS = 3  # per gang: an interloper may take the room its victims freed; then it preempts again, at most so often
 FORGET_SECONDS = 3600.0  # how long a victim gang that does not come back is remembered as preempted
 
@@ -214,11 +221,15 @@ class Preemption:
         self.inflight: dict[GangKey, InFlight] = {}
         self._futile: dict[GangKey, tuple[Hashable, Futile]] = {}  # the last "no preemption helps", per gang
         self._slots: dict[tuple[Any, frozenset[str], int], int] = {}  # see _too_few_slots
-        self._slots_token: tuple[int, int, int] | None = None
+        self._slots_token: Hashable = None
+        self._held_on: dict[str, Resources] = {}  # the room held for gangs per node, as the slots were counted
+        self._started = 0  # preemptions started: each holds more room
+        self._spent = 0.0  # seconds of preemption searches in this pass (SEARCH_SECONDS)
 
     def prune(self, now: float) -> None:
-        """Forget preemptions of gangs that are gone, and what preempted a gang once it runs whole again (or has been
-        gone for an hour)."""
+        """A new pass (its own search budget): forget preemptions of gangs that are gone, and what preempted a gang
+        once it runs whole again (or has been gone for an hour)."""
+        self._spent = 0.0
         for key in [k for k in self.inflight if k not in self.state.gangs]:
             del self.inflight[key]
         for key in [k for k in self._futile if k not in self.state.gangs]:
@@ -273,6 +284,14 @@ class Preemption:
              token: Hashable) -> Victims | Futile | str:
         """The victims that let the whole gang fit, ``Futile`` when none would, or why it waits instead (pods
         disrupted earlier still terminate where its plan would go)."""
+        started = time.perf_counter()
+        try:
+            return self._find(gang, members, request, held, token)
+        finally:
+            self._spent += time.perf_counter() - started
+
+    def _find(self, gang: Gang, members: list[Member], request: Request, held: HeldRoom,
+              token: Hashable) -> Victims | Futile | str:
         placement = self._plan(gang, members, request, held, token)
         if isinstance(placement, Futile):
             return placement
@@ -313,11 +332,14 @@ class Preemption:
         if not levels:
             return Futile(f"preempting every pod of lower priority than {priority} would not make room: nothing of "
                           "lower priority runs")
-        short = self._too_few_slots(members, priority)
+        short = self._too_few_slots(members, priority, held, token)
         if short:
             futile = Futile(f"preempting every pod of lower priority than {priority} would not make room: {short}")
             self._futile[gang.key] = (token, futile)
             return futile
+        if self._spent >= SEARCH_SECONDS:  # not kept: it is searched for in a later pass
+            return Futile(f"its preemption is weighed in a later pass: this one spent its {SEARCH_SECONDS:g} s of "
+                          "preemption searches on gangs ahead of it")
         protected = self._protected(priority)
 
         def plan(level: int, spare: bool) -> PlanResult:
@@ -342,16 +364,22 @@ class Preemption:
         self._futile[gang.key] = (token, futile)
         return futile
 
-    def _too_few_slots(self, members: Sequence[Member], priority: int) -> str:
+    def _too_few_slots(self, members: Sequence[Member], priority: int, held: HeldRoom, token: Hashable) -> str:
         """A "certainly not" before the search, for a gang that would wait in vain: per class of identical members
         (requests, allowed nodes), at most how many of them the nodes could hold with every pod of lower priority
-        gone (free plus that room, node by node, nothing held subtracted: an upper bound). Fewer than the class has
-        members, and no plan exists: the reason, else "". Kept per class and priority until room is freed anywhere
-        or a node changes, as the bound only shrinks meanwhile; gangs of one shape share it."""
+        gone (free plus that room, minus the room held for gangs, node by node: an upper bound). Fewer than the class
+        has members, and no plan exists: the reason, else "". Kept per class and priority while nothing freed, no
+        node changed and the room held did not change (``token`` without the gang's own version, and the
+        preemptions started since), as the bound only shrinks meanwhile; gangs of one shape share it."""
         state = self.state
-        token = (state.freed, state.shape_version, state.static_version)
-        if self._slots_token != token:
-            self._slots, self._slots_token = {}, token
+        version = (token[1:] if isinstance(token, tuple) else token, state.static_version, self._started)
+        if self._slots_token != version:
+            self._slots, self._slots_token = {}, version
+            self._held_on = {}
+            for per_node in held.values():
+                for node, room in per_node.items():
+                    self._held_on[node] = add(self._held_on.get(node, {}), room)
+        held_on = self._held_on
         classes: dict[tuple[tuple[tuple[str, Decimal], ...], frozenset[str]], int] = {}
         memo: RequestsMemo = {}
         for member in members:
@@ -362,7 +390,8 @@ class Preemption:
             slots = self._slots.get((requests, nodes, priority))
             if slots is None:
                 slots = self._slots[(requests, nodes, priority)] = sum(
-                    _holds(requests, state.free(node), state.room_below(node, priority)) for node in nodes)
+                    _holds(requests, state.free(node), state.room_below(node, priority), held_on.get(node))
+                    for node in nodes)
             if slots < count:
                 shown = ", ".join(f"{name} {value}" for name, value in requests if name != PODS)
                 return (f"{count} of its members ask for {shown or 'a pod slot'} each and the nodes they may use "
@@ -381,6 +410,7 @@ class Preemption:
 
     def start(self, gang: Gang, victims: Victims, members: Sequence[Member], now: float) -> None:
         flight = self.inflight.get(gang.key)
+        self._started += 1
         self.inflight[gang.key] = InFlight(frozenset(p.uid for p in victims.pods),
                                            need_per_node(members, victims.placement),
                                            flight.round + 1 if flight else 1, now, victims.units)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from controller import preemption
 from controller.engine import Cause, Engine, Verdict
 from controller.members import pod_view
 from controller.preemption import Unit, choose
@@ -362,6 +363,22 @@ def test_within_one_pass_a_later_gang_neither_takes_the_room_held_nor_preempts_t
     assert [p.key[1] for p in cycle.preemptions] == ["high"] and evicted(cycle) == ["p0"]
     assert not cycle.releases, [r.pod.name for r in cycle.releases]
     assert gang_decision(cycle, "mid").decision == Verdict.WAIT
+
+
+def test_past_the_search_budget_of_a_pass_a_gang_is_weighed_in_the_next(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two gangs that would each preempt a pod; the pass's budget is spent on the first (priority 10): the second
+    (priority 9) says so, preempts nothing in that pass and preempts in the next, while the first waits for its
+    victim."""
+    monkeypatch.setattr(preemption, "SEARCH_SECONDS", 1e-9)
+    objects = [busy("p0", "n0", "4", 0), busy("q0", "n1", "4", 0), member("high-0", "high", 1, "4", 10),
+               member("mid-0", "mid", 1, "4", 9)]
+    state, engine = world(2, *objects)
+    first = engine.cycle(T0 + 1)
+    assert [p.key[1] for p in first.preemptions] == ["high"]
+    assert "its preemption is weighed in a later pass" in gang_decision(first, "mid").reason
+    second = engine.cycle(T0 + 2)
+    assert [p.key[1] for p in second.preemptions] == ["mid"] and evicted(second) == ["q0"]
+    assert gang_decision(second, "high").cause == Cause.PREEMPTING
 
 
 def test_members_of_different_priorities_are_not_certifiable() -> None:
