@@ -16,7 +16,7 @@ from controller.members import PodView
 from controller.planner import PlanResult, plan
 from controller.predicates import HostPort, gang_member_port
 from controller.problem import Member, NodeFree, Unplaceable, no_node_of
-from controller.rooms import RoomIndex, Rooms, Shape, prefix
+from controller.rooms import RoomIndex, Rooms, Shape, prefix, room
 from controller.state import ClusterState
 from controller.topology import (
     DomainTable,
@@ -36,6 +36,21 @@ _NO_PORTS: frozenset[HostPort] = frozenset()
 def usable(members: Sequence[Member]) -> list[str]:
     """Every node some member may use, by name."""
     return sorted(set().union(*{m.nodes for m in members})) if members else []
+
+
+def slots_beside(index: RoomIndex, count: int, held: HeldRoom | None, free: Callable[[str], Resources]) -> int:
+    """``index.slots(count)`` with the room ``held`` taken off the nodes: below ``count`` only when the true number
+    (each node capped at ``count``) is, and then never below it: a certain "no". The nodes holding room lose
+    ``lost`` slots; asked for ``count + lost``, the index is exact below that, so ``slots - lost`` bounds what is
+    left; at or above it, it says only "maybe"."""
+    on: dict[str, Resources] = {}
+    for per_node in (held or {}).values():
+        for node, room_held in per_node.items():
+            if node in index.nodes:
+                on[node] = add(on.get(node, {}), room_held)
+    lost = sum(min(index.room_of(node), count) - min(room(index.usage, subtract(free(node), h)), count)
+               for node, h in on.items())
+    return index.slots(count + lost) - lost if lost > 0 else index.slots(count)
 
 
 class Fitting:
@@ -218,7 +233,7 @@ class Fitting:
         if any(m.host_ports for m in members):
             return self.plan(members, gang, held, limits)
         demand, shapes_of = self._demand(members, shapes)
-        no_room = self._rooms_say_no(demand, shapes_of, len(members))
+        no_room = self._rooms_say_no(demand, shapes_of, len(members), held)
         if no_room is not None:
             return no_room
         sets = {m.nodes for m in members}  # interned: one per placement key
@@ -246,9 +261,11 @@ class Fitting:
         return {index: groups[shape] for index, shape in shapes_of.items()}, shapes_of
 
     def _rooms_say_no(self, demand: Mapping[RoomIndex, list[Member]], shapes: Mapping[RoomIndex, Shape],
-                      total: int) -> PlanResult | None:
-        """"Certainly not" from the room indexes (too few slots for some shape), or None: maybe."""
-        slots = {index: index.slots(len(group)) for index, group in demand.items()}
+                      total: int, held: HeldRoom | None = None) -> PlanResult | None:
+        """"Certainly not" from the room indexes (too few slots for some shape), or None: maybe. The indexes count
+        free room; room ``held`` for gangs (a preemptor's, a staged gang's) is taken off node by node, so that the
+        nodes a preemptor holds do not make every gang of that shape plan over all nodes in vain."""
+        slots = {index: slots_beside(index, len(group), held, self.state.free) for index, group in demand.items()}
         if any(slots[index] < len(group) for index, group in demand.items()):
             return self._no_room(demand, slots, total, shapes)
         return None

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from controller.engine import Engine, Verdict
+from controller.fitting import slots_beside
 from controller.rooms import RoomIndex, Rooms, prefix, room, shape_of
 from controller.state import ClusterState
 from gang.config import Config
@@ -43,7 +44,7 @@ def test_slots_match_brute_force_through_random_updates() -> None:
     usage = {"cpu": D(3), "pods": D(1)}
     names = [f"n{i}" for i in range(30)]
     free = {n: {"cpu": D(rng.randrange(0, 20)), "pods": D(rng.randrange(0, 6))} for n in names}
-    index = RoomIndex(usage, frozenset(names[:25]), sorted(names[:25]), lambda n: free[n])
+    index = RoomIndex(usage, frozenset(names[:25]), sorted(names[:25]), free.__getitem__)
     for step in range(300):
         changed = rng.choice(names)
         free[changed] = {"cpu": D(rng.randrange(-3, 20)), "pods": D(rng.randrange(0, 6))}
@@ -57,6 +58,28 @@ def test_slots_match_brute_force_through_random_updates() -> None:
         if step % 3 == 0:  # the heap is built on first use and then only fed by updates
             assert index.most("cpu") == max(free[n]["cpu"] for n in names[:25])
             assert index.most("nvidia.com/gpu") == 0
+
+
+def test_slots_beside_held_room_never_undercount() -> None:
+    """With room held for gangs on some nodes, the slots left: never fewer than a count node by node finds (a "no"
+    that is wrong would keep a gang waiting), and exact enough to say "no" where held room takes the only room."""
+    rng = random.Random(11)
+    usage = {"cpu": D(3), "pods": D(1)}
+    names = [f"n{i}" for i in range(30)]
+    noes = 0
+    for step in range(300):
+        free = {n: {"cpu": D(rng.randrange(0, 20)), "pods": D(rng.randrange(0, 6))} for n in names}
+        index = RoomIndex(usage, frozenset(names[:25]), sorted(names[:25]), free.__getitem__)
+        held = {("ml", f"g{k}", "u"): {n: {"cpu": D(rng.randrange(0, 12)), "pods": D(rng.randrange(0, 3))}
+                                       for n in rng.sample(names, rng.randrange(0, 8))} for k in range(3)}
+        on = {n: {r: sum((per.get(n, {}).get(r, D(0)) for per in held.values()), D(0)) for r in usage} for n in names}
+        count = rng.randrange(1, 40)
+        expected = sum(min(room(usage, {r: free[n][r] - on[n][r] for r in usage}), count) for n in names[:25])
+        slots = slots_beside(index, count, held, free.__getitem__)
+        if slots < count:  # a "no": certain, and never fewer than there are
+            assert expected <= slots, step
+            noes += 1
+    assert noes > 30  # the bound does say "no"
 
 
 def test_prefix_is_the_shortest_run_in_order_covering_every_demand() -> None:
