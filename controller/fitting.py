@@ -38,19 +38,27 @@ def usable(members: Sequence[Member]) -> list[str]:
     return sorted(set().union(*{m.nodes for m in members})) if members else []
 
 
+def held_on(held: HeldRoom) -> dict[str, Resources]:
+    """The room held for gangs, per node."""
+    on: dict[str, Resources] = {}
+    for per_node in held.values():
+        for node, room_held in per_node.items():
+            on[node] = add(on[node], room_held) if node in on else room_held
+    return on
+
+
 def slots_beside(index: RoomIndex, count: int, held: HeldRoom | None, free: Callable[[str], Resources]) -> int:
     """``index.slots(count)`` with the room ``held`` taken off the nodes: below ``count`` only when the true number
     (each node capped at ``count``) is, and then never below it: a certain "no". The nodes holding room lose
     ``lost`` slots; asked for ``count + lost``, the index is exact below that, so ``slots - lost`` bounds what is
     left; at or above it, it says only "maybe"."""
-    on: dict[str, Resources] = {}
-    for per_node in (held or {}).values():
-        for node, room_held in per_node.items():
-            if node in index.nodes:
-                on[node] = add(on.get(node, {}), room_held)
+    plain = index.slots(count)
+    if plain < count or not held:  # free room alone says "no" (held room only takes more), or nothing is held
+        return plain
+    on = {node: room_held for node, room_held in held_on(held).items() if node in index.nodes}
     lost = sum(min(index.room_of(node), count) - min(room(index.usage, subtract(free(node), h)), count)
                for node, h in on.items())
-    return index.slots(count + lost) - lost if lost > 0 else index.slots(count)
+    return index.slots(count + lost) - lost if lost > 0 else plain
 
 
 class Fitting:
@@ -244,7 +252,8 @@ class Fitting:
                 gang: Gang, held: HeldRoom, limits: Mapping[str, Resources] | None) -> PlanResult:
         """``plan`` over the nodes of ``order`` as ``gang`` sees them: first over the fewest that the room indexes
         of ``demand`` say have room for every member, then (no ``demand``, or that failed) over all of them."""
-        names = prefix(order, {index: len(group) for index, group in demand.items()}) if demand else []
+        names = prefix(order, {index: len(group) for index, group in demand.items()}, held_on(held),
+                       self.state.free) if demand else []
         if names and len(names) < len(order):
             found = plan(members, self.nodes(gang, names, held, limits))
             if found.fits:

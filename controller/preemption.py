@@ -380,12 +380,15 @@ class Preemption:
                 for node, room in per_node.items():
                     self._held_on[node] = add(self._held_on.get(node, {}), room)
         held_on = self._held_on
-        classes: dict[tuple[tuple[tuple[str, Decimal], ...], frozenset[str]], int] = {}
-        memo: RequestsMemo = {}
+        by_object: dict[tuple[int, frozenset[str]], tuple[Member, int]] = {}  # members share requests mappings
         for member in members:
             if member.pinned is None:
-                key = (tuple(sorted(member_requests(member, memo).items())), member.nodes)
-                classes[key] = classes.get(key, 0) + 1
+                first, count = by_object.get((id(member.requests), member.nodes), (member, 0))
+                by_object[(id(member.requests), member.nodes)] = (first, count + 1)
+        classes: dict[tuple[tuple[tuple[str, Decimal], ...], frozenset[str]], int] = {}
+        for first, count in by_object.values():
+            key = (tuple(sorted(member_requests(first).items())), first.nodes)
+            classes[key] = classes.get(key, 0) + count
         for (requests, nodes), count in classes.items():
             slots = self._slots.get((requests, nodes, priority))
             if slots is None:

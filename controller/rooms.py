@@ -183,15 +183,18 @@ def shape_of(key: str, usage: Resources) -> Shape:
     return key, tuple(sorted(usage.items()))
 
 
-def prefix(order: Iterable[str], demand: Mapping[RoomIndex, int]) -> list[str]:
+def prefix(order: Iterable[str], demand: Mapping[RoomIndex, int],
+           held: Mapping[str, Resources] | None = None, free: Callable[[str], Resources] | None = None) -> list[str]:
     """The first nodes of ``order`` that add room to a demand still open, until every demand is covered; [] when
-    all of ``order`` does not cover them."""
+    all of ``order`` does not cover them. A node with room ``held`` (per node) counts what ``free`` leaves beside it."""
     left = {index: count for index, count in demand.items() if count > 0}
     chosen: list[str] = []
     for node in order:
         took = False
+        taken = held.get(node) if held else None
         for index in list(left):
-            here = index.room_of(node)
+            here = index.room_of(node) if taken is None or free is None else room(
+                index.usage, {r: v - taken.get(r, _ZERO) for r, v in free(node).items()})
             if here:
                 took = True
                 left[index] -= here
