@@ -645,7 +645,12 @@ class Engine:
         members = [self.fitting.member(p, gang) for p in pods] + self.fitting.expected_members(gang)
         if any(p.node for p in gang.live) and request:
             members = self.fitting.anchored(members, gang, request)
-        found = self.reclaim.find(gang, queue, members, demand_of(pods, gang.expected), request, held)
+        later = self.preemption.deferred()
+        if later is not None:
+            result.reason += f"; {later.reason}"
+            return False
+        with self.preemption.searching():
+            found = self.reclaim.find(gang, queue, members, demand_of(pods, gang.expected), request, held)
         if found is None:
             return False
         if isinstance(found, Futile):

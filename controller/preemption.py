@@ -25,9 +25,10 @@ start, more victims than needed, a second round while the first still terminates
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
@@ -284,11 +285,24 @@ class Preemption:
              token: Hashable) -> Victims | Futile | str:
         """The victims that let the whole gang fit, ``Futile`` when none would, or why it waits instead (pods
         disrupted earlier still terminate where its plan would go)."""
+        with self.searching():
+            return self._find(gang, members, request, held, token)
+
+    @contextlib.contextmanager
+    def searching(self) -> Iterator[None]:
+        """A preemption search (by priority, or by Queue policy): its time counts against the pass's budget."""
         started = time.perf_counter()
         try:
-            return self._find(gang, members, request, held, token)
+            yield
         finally:
             self._spent += time.perf_counter() - started
+
+    def deferred(self) -> Futile | None:
+        """Why no more preemption search happens in this pass (``SEARCH_SECONDS`` spent), or None."""
+        if self._spent < SEARCH_SECONDS:
+            return None
+        return Futile(f"its preemption is weighed in a later pass: this one spent its {SEARCH_SECONDS:g} s of "
+                      "preemption searches on gangs ahead of it")
 
     def _find(self, gang: Gang, members: list[Member], request: Request, held: HeldRoom,
               token: Hashable) -> Victims | Futile | str:
@@ -337,9 +351,9 @@ class Preemption:
             futile = Futile(f"preempting every pod of lower priority than {priority} would not make room: {short}")
             self._futile[gang.key] = (token, futile)
             return futile
-        if self._spent >= SEARCH_SECONDS:  # not kept: it is searched for in a later pass
-            return Futile(f"its preemption is weighed in a later pass: this one spent its {SEARCH_SECONDS:g} s of "
-                          "preemption searches on gangs ahead of it")
+        later = self.deferred()
+        if later is not None:  # not kept: it is searched for in a later pass
+            return later
         protected = self._protected(priority)
 
         def plan(level: int, spare: bool) -> PlanResult:

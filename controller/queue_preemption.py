@@ -51,6 +51,8 @@ class Reclaim:
 
     def __init__(self, state: ClusterState, quota: Quota, fitting: Fitting) -> None:
         self.state, self.quota, self.fitting = state, quota, fitting
+        self._units: dict[GangKey, Unit | None] = {}  # candidate units, while the state is at ``_units_version``
+        self._units_version = -1
 
     def possible(self, gang: Gang, queue: str) -> bool:
         """Whether its Queue's policy could give it any victim at all (cheap: before ``find`` looks)."""
@@ -82,11 +84,18 @@ class Reclaim:
         return sorted(found, key=lambda c: c.order)
 
     def _unit(self, key: GangKey) -> Unit | None:
+        """The running gang as a candidate victim (None if it cannot be one), kept while the state does not change:
+        every waiting gang of a pass weighs the same running gangs."""
         state = self.state
+        if self._units_version != state.version:
+            self._units, self._units_version = {}, state.version
+        if key in self._units:
+            return self._units[key]
         pods = [p for p in state.members(key) if p.live and state.charged_node(p.uid) and p.uid not in state.evicted]
-        if not pods or any(p.deleting or p.permanent for p in pods):
-            return None
-        return unit_of(pods, key, state.violations(pods), state.charged_node)
+        unit = None if not pods or any(p.deleting or p.permanent for p in pods) else unit_of(
+            pods, key, state.violations(pods), state.charged_node)
+        self._units[key] = unit
+        return unit
 
     def find(self, gang: Gang, queue: str, members: list[Member], demand: Mapping[str, Decimal], request: Request,
              held: HeldRoom) -> Victims | Futile | None:

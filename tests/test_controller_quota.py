@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from controller import preemption
 from controller.engine import Cause, Engine, Verdict
 from controller.quota import MAX_SHARE
 from controller.state import ClusterState
@@ -214,6 +215,18 @@ def test_reclaim_takes_the_borrowing_gang_whole_and_leaves_the_borrowers_nominal
     assert mine.cause == Cause.PREEMPTING and "as its Queue qa allows 1 gang(s), 8 pod(s)" in mine.reason, mine.reason
     assert victims(cycle) == ["b/borrowed"]
     assert [p.name for p in cycle.preemptions[0].victims[0].pods] == [f"borrowed-{i}" for i in range(8)], "whole"
+
+
+def test_reclaim_waits_for_the_next_pass_once_the_search_budget_is_spent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same reclaim with the pass's preemption searches already spent: nothing is taken in that pass, the gang
+    says so, and reclaims in the next."""
+    monkeypatch.setattr(preemption, "SEARCH_SECONDS", 0.0)
+    queues = [queue("qa", "8", "a", "research"), queue("qb", "4", "b", "research")]
+    state, engine = world(3, queues, *borrower(), *gang("mine", 4, "1", "a"))
+    first = engine.cycle(T0 + 1)
+    assert not first.preemptions and "its preemption is weighed in a later pass" in decision(first, "mine", "a").reason
+    monkeypatch.setattr(preemption, "SEARCH_SECONDS", 1.0)
+    assert victims(engine.cycle(T0 + 2)) == ["b/borrowed"]
 
 
 @pytest.mark.parametrize("policy, priority", [("Never", 10), ("LowerPriority", 0)])
