@@ -2084,7 +2084,8 @@ QUEUE_NAMESPACES = 200  # the namespaces of the pending gangs (team-000 .. team-
 
 def queue_objects(count: int, cohorts: int) -> list[Obj]:
     """``count`` Queues in ``cohorts`` cohorts, each selecting an equal share of the pending gangs' namespaces by
-    name; nominal quota small enough that many gangs wait for quota, weights 1–3, every fifth StrictFIFO."""
+    name; nominal quota a little above what the running gangs of those namespaces use, so that a few of the pending
+    gangs are admitted (and planned on the nodes) and most wait for quota; weights 1–3, every fifth StrictFIFO."""
     queues = []
     for q in range(count):
         names = [f"team-{k:03d}" for k in range(QUEUE_NAMESPACES) if k % count == q]
@@ -2093,7 +2094,7 @@ def queue_objects(count: int, cohorts: int) -> list[Obj]:
                        "spec": {"namespaceSelector": {"matchExpressions": [
                                     {"key": "kubernetes.io/metadata.name", "operator": "In", "values": names}]},
                                 "cohort": f"cohort-{q % cohorts}",
-                                "nominalQuota": {"cpu": "200", "memory": "800Gi", "pods": "100"},
+                                "nominalQuota": {"cpu": "400", "memory": "2000Gi", "pods": "300"},
                                 "fairSharing": {"weight": 1 + q % 3},
                                 "queueingStrategy": "StrictFIFO" if q % 5 == 4 else "BestEffortFIFO"}})
     return queues
