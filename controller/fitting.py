@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from decimal import Decimal
 
 from controller.bookkeeping import Gang, HeldRoom
 from controller.capacity import add, subtract
@@ -45,6 +46,9 @@ def held_on(held: HeldRoom) -> dict[str, Resources]:
         for node, room_held in per_node.items():
             on[node] = add(on[node], room_held) if node in on else room_held
     return on
+
+
+_ZERO = Decimal(0)
 
 
 def slots_beside(index: RoomIndex, count: int, held: HeldRoom | None, free: Callable[[str], Resources]) -> int:
@@ -274,21 +278,35 @@ class Fitting:
         """"Certainly not" from the room indexes (too few slots for some shape), or None: maybe. The indexes count
         free room; room ``held`` for gangs (a preemptor's, a staged gang's) is taken off node by node, so that the
         nodes a preemptor holds do not make every gang of that shape plan over all nodes in vain."""
-        slots = {index: slots_beside(index, len(group), held, self.state.free) for index, group in demand.items()}
+        slots = {index: index.slots(len(group)) for index, group in demand.items()}
         if any(slots[index] < len(group) for index, group in demand.items()):
             return self._no_room(demand, slots, total, shapes)
+        if not held:
+            return None
+        slots = {index: slots_beside(index, len(group), held, self.state.free) for index, group in demand.items()}
+        if any(slots[index] < len(group) for index, group in demand.items()):  # the room held is what is missing
+            return self._no_room(demand, slots, total, shapes, held_on(held))
         return None
 
     def _no_room(self, demand: Mapping[RoomIndex, list[Member]], slots: Mapping[RoomIndex, int],
-                 total: int, shapes: Mapping[RoomIndex, Shape]) -> PlanResult:
-        """The planner's reason, from the room indexes: a member no node can hold, or too few slots for a class."""
+                 total: int, shapes: Mapping[RoomIndex, Shape], held: Mapping[str, Resources] | None = None
+                 ) -> PlanResult:
+        """The planner's reason, from the room indexes: a member no node can hold, or too few slots for a class;
+        with ``held`` (per node), beside the room held for gangs there."""
         short = [(index, group) for index, group in demand.items() if slots[index] < len(group)]
         index, group = next(((i, g) for i, g in short if not slots[i]), short[0])
         if not slots[index] and no_node_of(group[0]):
             reason = f"member {group[0].name} can run on no node: {no_node_of(group[0])}"
         elif not slots[index]:
-            most = {resource: index.most(resource) for resource in index.usage}
+            if held:  # what the planner sees: free minus held, node by node (walks them: only when held room decides)
+                free = self.state.free
+                most = {resource: max((free(n).get(resource, _ZERO) - held.get(n, {}).get(resource, _ZERO)
+                                       for n in index.nodes), default=_ZERO) for resource in index.usage}
+            else:
+                most = {resource: index.most(resource) for resource in index.usage}
             reason = too_big_text(group[0].name, index.usage, len(index.nodes), most, "free")
+        elif held:
+            reason = slots_text(len(group), group[0].name, index.usage, len(index.nodes), slots[index], (), "")
         else:
             limit = self._limiting(shapes[index], index.nodes, slots[index])
             reason = slots_text(len(group), group[0].name, index.usage, len(index.nodes), slots[index], (), limit)

@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
     from kubenexus.local_product import DEPLOY, EXAMPLES, READY_NAMESPACE, LocalProduct, NotShipped, stop_on_signal
 
     stopping = stop_on_signal()  # from here on: Ctrl-C during the start stops it once started
+    failed: str | None = None
     with LocalCluster(nodes) as cluster:
         cluster.run_components()
         try:  # the admin's token: readable by this user alone, as kubectl writes ~/.kube/config
@@ -138,12 +139,14 @@ def run(args: argparse.Namespace) -> int:
                 product.watch(stopping)
             stopping.wait()
             failed = product.failure() if product is not None else None
-            if failed:  # nothing would gate new pods, or release them, any more: not a cluster to keep using
-                print(f"kubenexus cluster serve: {failed}; stopping the cluster", file=sys.stderr, flush=True)
-                return 1
         finally:
+            stopping.set()
+            logging.getLogger("urllib3").setLevel(logging.ERROR)  # clients retrying a cluster that stops: not news
             if product is not None:
                 product.stop()
+    if failed:  # nothing would gate new pods, or release them, any more: not a cluster to keep using
+        print(f"kubenexus cluster serve: {failed}; the cluster is stopped", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 

@@ -284,7 +284,7 @@ def test_only_the_leader_writes(kube: Kube, ns: str, controllers: Callable[..., 
     kube.create(ns, torch_job("led", 1, cpu="100m"))
     wait_podgroup(kube, ns, "led", in_phase("Running"), "Running")
     assert leader.podgroups.requests["create"] >= 1
-    assert standby.podgroups.synced, "the standby keeps its PodGroups warm"
+    wait_for(lambda: standby.podgroups.synced, TIMEOUT, "the standby keeps its PodGroups warm (listed and watched)")
     assert not standby.podgroups.requests, f"the standby wrote: {standby.podgroups.requests}"
 
 

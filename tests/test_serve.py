@@ -97,8 +97,8 @@ def test_a_webhook_that_dies_is_said_and_ends_the_command(serve: Serve) -> None:
     assert "webhook" in Path(f"/proc/{webhook}/cmdline").read_text()
     os.kill(webhook, signal.SIGKILL)
     assert serve.ended() == 1
-    assert serve.err[-1] == ("kubenexus cluster serve: the webhook was killed by signal 9 (SIGKILL); stopping the "
-                             "cluster")
+    assert serve.err[-1] == ("kubenexus cluster serve: the webhook was killed by signal 9 (SIGKILL); the cluster is "
+                             "stopped")
     assert serve.left_behind() == []
 
 
@@ -111,5 +111,5 @@ def test_a_controller_that_loses_its_lease_is_said_and_ends_the_command(serve: S
     api.close()
     assert serve.ended() == 1
     assert serve.err[-1] == ("kubenexus cluster serve: the gate controller stopped: it lost its Lease (its log is "
-                             "above); stopping the cluster")
+                             "above); the cluster is stopped")
     assert serve.left_behind() == []
