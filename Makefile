@@ -32,7 +32,7 @@ test:
 	@$(MAKE) --no-print-directory -j2 $(STAMP) chromium
 	@$(MAKE) --no-print-directory typecheck
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $$(mktemp -d)
 	$(BIN)/python bench/admission_bench.py --smoke
 	$(BIN)/python bench/webhook_floor_bench.py --smoke
