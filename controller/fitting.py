@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from decimal import Decimal
+from typing import Any
 
 from controller.bookkeeping import Gang, HeldRoom
 from controller.capacity import add, subtract
@@ -73,6 +74,7 @@ class Fitting:
         self.feasibility = feasibility
         self.rooms = rooms
         self._now: dict[str, NodeFree] = {}  # per node, the state's free capacity (see ``_free_now``)
+        self._most: dict[tuple[RoomIndex, int, tuple[Any, ...]], dict[str, Decimal]] = {}  # see ``_most_beside``
 
     # --- members ---------------------------------------------------------------------------------------
 
@@ -298,10 +300,8 @@ class Fitting:
         if not slots[index] and no_node_of(group[0]):
             reason = f"member {group[0].name} can run on no node: {no_node_of(group[0])}"
         elif not slots[index]:
-            if held:  # what the planner sees: free minus held, node by node (walks them: only when held room decides)
-                free = self.state.free
-                most = {resource: max((free(n).get(resource, _ZERO) - held.get(n, {}).get(resource, _ZERO)
-                                       for n in index.nodes), default=_ZERO) for resource in index.usage}
+            if held:  # what the planner sees: free minus held, node by node
+                most = self._most_beside(index, held)
             else:
                 most = {resource: index.most(resource) for resource in index.usage}
             reason = too_big_text(group[0].name, index.usage, len(index.nodes), most, "free")
@@ -314,6 +314,22 @@ class Fitting:
         if len(demand) == 1:  # one class: first-fit places exactly that many
             return PlanResult(None, placed, f"{reason}; the largest placement found holds {placed} of {total} members")
         return PlanResult(None, 0, f"{reason}; at most {placed} of {total} members have room now")
+
+    def _most_beside(self, index: RoomIndex, held: Mapping[str, Resources]) -> dict[str, Decimal]:
+        """The most of each resource free beside the room held, on any one of the index's nodes: a walk over them,
+        kept while the state and the room held on them stay the same (every gang of that shape asks in a pass)."""
+        on = tuple(sorted((node, tuple(sorted(room_held.items()))) for node, room_held in held.items()
+                          if node in index.nodes))
+        key = (index, self.state.version, on)
+        found = self._most.get(key)
+        if found is None:
+            free = self.state.free
+            found = {resource: max((free(n).get(resource, _ZERO) - held.get(n, {}).get(resource, _ZERO)
+                                    for n in index.nodes), default=_ZERO) for resource in index.usage}
+            if len(self._most) > 64:
+                self._most.clear()
+            self._most[key] = found
+        return found
 
     def _limiting(self, shape: Shape, nodes: frozenset[str], slots: int) -> str:
         """``explain.limiting`` from room indexes of the shape's resources one at a time: an index stops walking
