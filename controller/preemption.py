@@ -405,10 +405,14 @@ class Preemption:
             classes[key] = classes.get(key, 0) + count
         for (requests, nodes), count in classes.items():
             slots = self._slots.get((requests, nodes, priority))
-            if slots is None:
-                slots = self._slots[(requests, nodes, priority)] = sum(
-                    _holds(requests, state.free(node), state.room_below(node, priority), held_on.get(node))
-                    for node in nodes)
+            if slots is None:  # counted until there are enough: only a "no" (a count over every node) is kept
+                slots = 0
+                for node in nodes:
+                    slots += _holds(requests, state.free(node), state.room_below(node, priority), held_on.get(node))
+                    if slots >= count:
+                        break
+                else:
+                    self._slots[(requests, nodes, priority)] = slots
             if slots < count:
                 shown = ", ".join(f"{name} {value}" for name, value in requests if name != PODS)
                 return (f"{count} of its members ask for {shown or 'a pod slot'} each and the nodes they may use "
