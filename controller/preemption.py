@@ -221,7 +221,7 @@ class Preemption:
         self.state, self.fitting, self.enabled = state, fitting, enabled
         self.inflight: dict[GangKey, InFlight] = {}
         self._futile: dict[GangKey, tuple[Hashable, Futile]] = {}  # the last "no preemption helps", per gang
-        self._slots: dict[tuple[Any, frozenset[str], int], int] = {}  # see _too_few_slots
+        self._slots: dict[tuple[Any, frozenset[str], int], tuple[int, bool]] = {}  # (slots, exact): _too_few_slots
         self._slots_token: Hashable = None
         self._held_on: dict[str, Resources] = {}  # the room held for gangs per node, as the slots were counted
         self._started = 0  # preemptions started: each holds more room
@@ -404,15 +404,17 @@ class Preemption:
             key = (tuple(sorted(member_requests(first).items())), first.nodes)
             classes[key] = classes.get(key, 0) + count
         for (requests, nodes), count in classes.items():
-            slots = self._slots.get((requests, nodes, priority))
-            if slots is None:  # counted until there are enough: only a "no" (a count over every node) is kept
+            where = (requests, nodes, priority)
+            slots, exact = self._slots.get(where, (0, False))
+            if not exact and slots < count:  # counted until there are enough: kept as exact, or as "at least"
                 slots = 0
                 for node in nodes:
                     slots += _holds(requests, state.free(node), state.room_below(node, priority), held_on.get(node))
                     if slots >= count:
                         break
                 else:
-                    self._slots[(requests, nodes, priority)] = slots
+                    exact = True
+                self._slots[where] = (slots, exact)
             if slots < count:
                 shown = ", ".join(f"{name} {value}" for name, value in requests if name != PODS)
                 return (f"{count} of its members ask for {shown or 'a pod slot'} each and the nodes they may use "
