@@ -35,7 +35,7 @@ from typing import Any
 
 from controller.bookkeeping import Gang, HeldRoom
 from controller.capacity import PODS, add, shortfall, subtract
-from controller.fitting import Fitting
+from controller.fitting import Fitting, held_on
 from controller.members import GangKey, PodView
 from controller.planner import PlanResult, check_placement
 from controller.problem import Member, NodeFree, RequestsMemo, member_requests
@@ -389,11 +389,8 @@ class Preemption:
         version = (token[1:] if isinstance(token, tuple) else token, state.static_version, self._started)
         if self._slots_token != version:
             self._slots, self._slots_token = {}, version
-            self._held_on = {}
-            for per_node in held.values():
-                for node, room in per_node.items():
-                    self._held_on[node] = add(self._held_on.get(node, {}), room)
-        held_on = self._held_on
+            self._held_on = held_on(held)
+        on = self._held_on
         by_object: dict[tuple[int, frozenset[str]], tuple[Member, int]] = {}  # members share requests mappings
         for member in members:
             if member.pinned is None:
@@ -409,7 +406,7 @@ class Preemption:
             if not exact and slots < count:  # counted until there are enough: kept as exact, or as "at least"
                 slots = 0
                 for node in nodes:
-                    slots += _holds(requests, state.free(node), state.room_below(node, priority), held_on.get(node))
+                    slots += _holds(requests, state.free(node), state.room_below(node, priority), on.get(node))
                     if slots >= count:
                         break
                 else:

@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 
+from controller.capacity import subtract
 from controller.state import ClusterState
 from gang.resources import Resources
 
@@ -194,7 +195,7 @@ def prefix(order: Iterable[str], demand: Mapping[RoomIndex, int],
         taken = held.get(node) if held else None
         for index in list(left):
             here = index.room_of(node) if taken is None or free is None else room(
-                index.usage, {r: v - taken.get(r, _ZERO) for r, v in free(node).items()})
+                index.usage, subtract(free(node), taken))
             if here:
                 took = True
                 left[index] -= here
