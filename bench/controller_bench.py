@@ -1308,39 +1308,71 @@ def _wait_http(url: str, timeout: float, process: subprocess.Popen, log: Path) -
     raise RuntimeError(f"controller not ready after {timeout} s: {log.read_text()[-3000:]}")
 
 
+@contextlib.contextmanager
+def _product(cluster: Any, workdir: Path, prefix: str,
+             setup: Callable[[Any], None] | None = None) -> Iterator[tuple[Any, Path]]:
+    """``kubenexus webhook`` (registered, mutating and validating) and ``kubenexus controller`` in their own
+    processes on ``cluster``, with the PodGroup CRD as deploy/base installs it (the controller keeps each gang's
+    PodGroup); ``setup`` runs with the admin client before the controller starts. Yields the admin client and the
+    controller's log; both processes are stopped after."""
+    from kubernetes import client, config
+
+    from certs.generate import generate
+    from kubenexus.local_webhook import KUBENEXUS, LocalWebhook, free_port, register
+
+    tls = generate("kubenexus-webhook", "kubenexus-system", str(workdir / f"{prefix}certs"),
+                   extra_dns=["localhost"], extra_ips=["127.0.0.1"])
+    hook = LocalWebhook(workdir, tls, cluster.add_user(WEBHOOK_IDENTITY), {})
+    controller = None
+    log = workdir / f"{prefix}controller.log"
+    try:
+        hook.wait_ready()
+        api = config.new_client_from_config(cluster.kubeconfig)
+        register(client.AdmissionregistrationV1Api(api), hook)
+        client.ApiextensionsV1Api(api).create_custom_resource_definition(
+            yaml.safe_load((ROOT / "deploy" / "base" / "podgroup-crd.yaml").read_text()))
+        if setup is not None:
+            setup(api)
+        port = free_port()
+        with open(log, "w") as out:
+            controller = subprocess.Popen(
+                [KUBENEXUS, "controller", "--kubeconfig", cluster.add_user(CONTROLLER_IDENTITY),
+                 "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
+        _wait_http(f"http://127.0.0.1:{port}/readyz", 30, controller, log)
+        yield api, log
+    finally:
+        if controller is not None:
+            controller.terminate()
+            try:
+                controller.wait(10)
+            except subprocess.TimeoutExpired:
+                controller.kill()
+        hook.stop()
+
+
+def _priority_classes(api: Any) -> None:
+    """The two PriorityClasses of section 8's Jobs."""
+    from kubernetes import client
+
+    scheduling = client.SchedulingV1Api(api)
+    for name, value in (("bench-low", 100), ("bench-high", 1000)):
+        scheduling.create_priority_class({"metadata": {"name": name}, "value": value})
+
+
 def bench_release(size: int, repeat: int, workdir: Path) -> list[Row]:
     """A Job (parallelism = completions = ``size``, opted in) on the emulator: the emulated Job controller
     creates the pods, ``kubenexus webhook`` gates them, ``kubenexus controller`` (its own process, the
     controller's identity) releases them; a watch times last creation → all gates gone."""
-    from kubernetes import client, config
+    from kubernetes import client
 
-    from certs.generate import generate
     from cluster.local import LocalCluster, NodeSpec
-    from kubenexus.local_webhook import KUBENEXUS, LocalWebhook, free_port, register
 
     nodes = [NodeSpec(f"node-{i}", cpu="32", memory="128Gi") for i in range(max(4, size * repeat // 60 + 1))]
     latencies, firsts, spreads = [], [], []
     floor, podgroup_writes = 0.0, 0
     with LocalCluster(nodes=nodes, workdir=str(workdir / "cluster")) as cluster:
         cluster.run_components()
-        tls = generate("kubenexus-webhook", "kubenexus-system", str(workdir / "certs"), extra_dns=["localhost"],
-                       extra_ips=["127.0.0.1"])
-        hook = LocalWebhook(workdir, tls, cluster.add_user(WEBHOOK_IDENTITY), {})
-        controller = None
-        log = workdir / "controller.log"
-        try:
-            hook.wait_ready()
-            api = config.new_client_from_config(cluster.kubeconfig)
-            register(client.AdmissionregistrationV1Api(api), hook)
-            # the PodGroup CRD as deploy/base installs it: the controller keeps each gang's PodGroup meanwhile
-            client.ApiextensionsV1Api(api).create_custom_resource_definition(
-                yaml.safe_load((ROOT / "deploy" / "base" / "podgroup-crd.yaml").read_text()))
-            port = free_port()
-            with open(log, "w") as out:
-                controller = subprocess.Popen(
-                    [KUBENEXUS, "controller", "--kubeconfig", cluster.add_user(CONTROLLER_IDENTITY),
-                     "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
-            _wait_http(f"http://127.0.0.1:{port}/readyz", 30, controller, log)
+        with _product(cluster, workdir, "") as (api, log):
             core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
             for run in range(repeat):
                 namespace = f"release-{run}-{uuid.uuid4().hex[:6]}"
@@ -1367,14 +1399,6 @@ def bench_release(size: int, repeat: int, workdir: Path) -> list[Row]:
             floor = _patch_floor(core, namespace, size)
             podgroup_writes = sum(1 for r in cluster.audit.snapshot(CONTROLLER_IDENTITY)
                                   if r.request.resource == "podgroups" and r.request.verb in ("create", "patch"))
-        finally:
-            if controller is not None:
-                controller.terminate()
-                try:
-                    controller.wait(10)
-                except subprocess.TimeoutExpired:
-                    controller.kill()
-            hook.stop()
     note = (f"runs: {', '.join(f'{x * 1e3:.0f} ms' for x in latencies)}; {podgroup_writes} PodGroup writes in "
             f"{repeat} run(s); first gate gone after "
             f"{median(firsts) * 1e3:.0f} ms; {size} plain PATCHes through the same apiserver + webhook take "
@@ -1449,36 +1473,15 @@ def bench_preempt_cluster(size: int, repeat: int, workdir: Path) -> list[Row]:
     watch sees it. The webhook gates both, the controller preempts the first whole (``DisruptionTarget``, DELETE with
     its 0 s grace) and releases the second once its pods are gone; the scheduler runs with DefaultPreemption, as
     kube-scheduler's default profile does."""
-    from kubernetes import client, config
+    from kubernetes import client
 
-    from certs.generate import generate
     from cluster.local import LocalCluster, NodeSpec
-    from kubenexus.local_webhook import KUBENEXUS, LocalWebhook, free_port, register
 
     nodes = [NodeSpec(f"node-{i}", cpu=str(size // 2), memory="64Gi") for i in range(2)]
     runs: list[dict[str, float]] = []
     with LocalCluster(nodes=nodes, workdir=str(workdir / "preempt-cluster")) as cluster:
         cluster.run_components(preemption=True)
-        tls = generate("kubenexus-webhook", "kubenexus-system", str(workdir / "preempt-certs"),
-                       extra_dns=["localhost"], extra_ips=["127.0.0.1"])
-        hook = LocalWebhook(workdir, tls, cluster.add_user(WEBHOOK_IDENTITY), {})
-        controller = None
-        log = workdir / "preempt-controller.log"
-        try:
-            hook.wait_ready()
-            api = config.new_client_from_config(cluster.kubeconfig)
-            register(client.AdmissionregistrationV1Api(api), hook)
-            client.ApiextensionsV1Api(api).create_custom_resource_definition(
-                yaml.safe_load((ROOT / "deploy" / "base" / "podgroup-crd.yaml").read_text()))
-            scheduling = client.SchedulingV1Api(api)
-            for name, value in (("bench-low", 100), ("bench-high", 1000)):
-                scheduling.create_priority_class({"metadata": {"name": name}, "value": value})
-            port = free_port()
-            with open(log, "w") as out:
-                controller = subprocess.Popen(
-                    [KUBENEXUS, "controller", "--kubeconfig", cluster.add_user(CONTROLLER_IDENTITY),
-                     "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
-            _wait_http(f"http://127.0.0.1:{port}/readyz", 30, controller, log)
+        with _product(cluster, workdir, "preempt-", _priority_classes) as (api, log):
             core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
             for run in range(repeat):
                 namespace = f"preempt-{run}-{uuid.uuid4().hex[:6]}"
@@ -1509,14 +1512,6 @@ def bench_preempt_cluster(size: int, repeat: int, workdir: Path) -> list[Row]:
                         time.sleep(0.1)
                 finally:
                     watch.stop()
-        finally:
-            if controller is not None:
-                controller.terminate()
-                try:
-                    controller.wait(10)
-                except subprocess.TimeoutExpired:
-                    controller.kill()
-            hook.stop()
     steps = ", ".join(f"{what} {median([r[key] for r in runs]):.2f} s" for what, key in (
         ("last preemptor pod created", "created"), ("first victim marked DisruptionTarget", "marked"),
         ("last victim gone", "gone"), ("last gate removed", "ungated")))

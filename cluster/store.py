@@ -293,19 +293,26 @@ class Store:
             new["metadata"]["generation"] = old_meta.get("generation", 1) + 1
         return new
 
+    def _to_delete(self, resource: Resource, namespace: str | None, name: str, uid: str | None,
+                   resource_version: str | None) -> tuple[Key, Obj]:
+        """The stored object a deletion concerns and its key (under the lock): 404 when there is none, 409 when the
+        preconditions fail."""
+        key = _key(resource, namespace, name)
+        current = self._objects.get(key)
+        if current is None:
+            raise not_found(resource, name)
+        failure = precondition_failure(resource, name, current["metadata"], uid, resource_version)
+        if failure:
+            raise failure
+        return key, current
+
     def mark_deleted(self, resource: Resource, name: str, change: Callable[[Obj], None], *, uid: str | None = None,
                      resource_version: str | None = None) -> Obj:
         """A deletion that only marks: ``deletionTimestamp`` set (kept if set) and ``change`` applied, the object
         stored whatever its finalizers say: the namespace registry's first Delete, a ``GuaranteedUpdate``
         (``pkg/registry/core/namespace/storage/storage.go``). Preconditions fail with 409, as ``delete``'s."""
         with self._cond:
-            key = _key(resource, None, name)
-            current = self._objects.get(key)
-            if current is None:
-                raise not_found(resource, name)
-            failure = precondition_failure(resource, name, current["metadata"], uid, resource_version)
-            if failure:
-                raise failure
+            key, current = self._to_delete(resource, None, name, uid, resource_version)
             new = copy.deepcopy(current)
             new["metadata"].setdefault("deletionTimestamp", now())
             change(new)
@@ -327,13 +334,7 @@ class Store:
         marked with ``deletionTimestamp``, while a grace period runs or finalizers remain.
         """
         with self._cond:
-            key = _key(resource, namespace, name)
-            current = self._objects.get(key)
-            if current is None:
-                raise not_found(resource, name)
-            failure = precondition_failure(resource, name, current["metadata"], uid, resource_version)
-            if failure:
-                raise failure
+            key, current = self._to_delete(resource, namespace, name, uid, resource_version)
             new = copy.deepcopy(current)
             new_meta = new["metadata"]
             pending = new_meta.get("deletionGracePeriodSeconds")
