@@ -207,6 +207,8 @@ def test_pytorchjob_waiting_then_running_and_succeeded(kube: Kube, ns: str,
         assert (alpha["status"]["succeeded"], alpha["status"]["running"]) == (4, 0)
         wait_podgroup(kube, ns, "beta", lambda o: phase(o) == "Running" and o["status"]["running"] == 4,
                       "beta Running")
+        # the watch may deliver that write a moment after the read saw it
+        wait_for(lambda: phases.of("beta")[-1:] == ["Running"], TIMEOUT, lambda: f"the watch: {phases.of('beta')}")
         assert follows(phases.of("beta"), ["Pending", "Waiting", "Releasing", "Running"]), phases.of("beta")
         print(f"\nbeta phases: {phases.of('beta')}, alpha phases: {phases.of('alpha')}")
         assert phases.of("beta")[-3:] == ["Waiting", "Releasing", "Running"], phases.of("beta")
