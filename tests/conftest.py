@@ -5,6 +5,8 @@ Helpers the test modules share are in ``tests/support``."""
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,6 +26,22 @@ from tests.support.webhook import Webhook
 
 #: Every test carries exactly one: ``pytest -m unit`` runs the fast in-process tests, ``pytest -m e2e`` the rest.
 KINDS = ("unit", "e2e")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every temporary file of the run under pytest's own folder (which keeps the last three runs), this process's
+    and its subprocesses' alike: the workdirs of the local clusters a test builds and never starts (their keys and
+    kubeconfigs), the metrics folders of webhooks killed with SIGKILL. Nothing is left in the machine's /tmp."""
+    scratch = str(tmp_path_factory.mktemp("scratch"))
+    before = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"] = tempfile.tempdir = scratch
+    yield
+    if before[0] is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = before[0]
+    tempfile.tempdir = before[1]
 
 
 @pytest.hookimpl(tryfirst=True)

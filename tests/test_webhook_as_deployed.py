@@ -1,5 +1,6 @@
 """``kubenexus webhook`` started exactly as the shipped Deployment starts it: its container's args and env, the
-shipped config.yaml, and no ``PROMETHEUS_MULTIPROC_DIR`` in the environment; /metrics must count what it answered."""
+shipped config.yaml, and no ``PROMETHEUS_MULTIPROC_DIR`` in the environment; /metrics must count what it answered,
+and the metrics folder it made for itself goes when it is stopped."""
 
 from __future__ import annotations
 
@@ -62,6 +63,9 @@ def test_metrics_count_requests_when_started_as_the_deployment_starts_it(tmp_pat
     assert str(config) in args and "--bind" not in args
     env = {k: v for k, v in deployment_env().items() if not k.startswith("KUBENEXUS_")}
     env.update({e["name"]: e["value"] for e in container.get("env", []) if "value" in e})
+    scratch = tmp_path / "scratch"  # where the webhook makes its metrics folder, and must leave nothing behind
+    scratch.mkdir()
+    env["TMPDIR"] = str(scratch)
     log = open(tmp_path / "webhook.log", "wb")  # noqa: SIM115 (closed below)
     process = subprocess.Popen([KUBENEXUS, *args], env=env, stdout=log, stderr=subprocess.STDOUT)
     context = ssl.create_default_context(cafile=tls.ca_cert)
@@ -78,6 +82,7 @@ def test_metrics_count_requests_when_started_as_the_deployment_starts_it(tmp_pat
         process.terminate()
         process.wait(timeout=30)
         log.close()
+    assert [p.name for p in scratch.iterdir()] == [], "a stopped webhook left its metrics folder behind"
 
 
 def _ready(port: int, context: ssl.SSLContext) -> bool:

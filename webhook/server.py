@@ -27,6 +27,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import shutil
 import socket
 import ssl
 import tempfile
@@ -265,9 +266,20 @@ def gunicorn_options(config: Config, bind: str) -> dict[str, Any]:
 
 
 def serve(config: Config, bind: str | None = None) -> None:
-    """Run the webhook until terminated."""
+    """Run the webhook until terminated. A metrics folder made here goes with the process that made it (the
+    master: a worker leaves ``run`` through the same frames when it exits, and must not take it away)."""
+    made = None
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="kubenexus-metrics-")
+        made = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="kubenexus-metrics-")
+    master = os.getpid()
+    try:
+        _run(config, bind)
+    finally:
+        if made and os.getpid() == master:
+            shutil.rmtree(made, ignore_errors=True)
+
+
+def _run(config: Config, bind: str | None) -> None:
     from gunicorn.app.base import BaseApplication
 
     prepare_certificates(config)
