@@ -7,6 +7,10 @@ otherwise was not sent by an apiserver and is malformed (``webhook/review.py``: 
 case for the rules. Only the structure the rules walk is checked here (a field they never read is the apiserver's
 to judge); a leaf of the wrong type (a label value that is a number) is the rules' to judge, and they say what is
 wrong with it. ``null`` is an absent field, as Go's decoder reads it.
+
+The request around them is held to the same standard (``REQUEST``): its fields are the apiserver's
+AdmissionRequest, each of one Go type, so a ``userInfo`` that is a string or a ``dryRun`` of "yes" is malformed too,
+not something for the rules to read as an empty user or a dry run.
 """
 
 from __future__ import annotations
@@ -19,6 +23,15 @@ Shape: TypeAlias = dict[str, "Shape"] | list["Shape"] | type
 _META: Shape = {"labels": dict, "annotations": dict, "ownerReferences": [dict]}
 OBJECT: Shape = {"metadata": _META, "spec": dict}
 POD: Shape = {"metadata": _META, "spec": {"schedulingGates": [dict]}}
+
+_KIND: Shape = {"group": str, "version": str, "kind": str}
+_RESOURCE: Shape = {"group": str, "version": str, "resource": str}
+#: An AdmissionRequest (admission.k8s.io/v1) beside its objects: every field the webhook reads, and the few others
+#: of the same plain types, so that the request is judged whole.
+REQUEST: Shape = {"uid": str, "kind": _KIND, "resource": _RESOURCE, "subResource": str, "requestKind": _KIND,
+                  "requestResource": _RESOURCE, "requestSubResource": str, "name": str, "namespace": str,
+                  "operation": str, "userInfo": {"username": str, "uid": str, "groups": [str], "extra": dict},
+                  "dryRun": bool, "options": dict}
 
 _NAMES = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
 

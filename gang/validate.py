@@ -323,11 +323,37 @@ def namespace_warnings(namespace: Obj) -> list[str]:
 _EDITED_NEW_PODS = ("applies to pods created from now on; its pods that exist keep the gang they were admitted to "
                     "(each member carries its gang's name and size): delete and resubmit the {kind} to change that")
 _EDITED_WAITING = "applies at once while its gang waits; a gang already released keeps the placement it was released on"
+# Without the annotation, the namespace and the config decide (gang/decide.py ``root_opt_in``).
+_UNANNOTATED = (f"pods created from now on are gang members only if their namespace is labelled {keys.GANG_SCHEDULING}="
+                f"{keys.NAMESPACE_ENABLED} (or autoInject is all), else admitted unchanged")
+# The gate controller reads the Queue from the root on every pass (controller/quota.py ``_resolve``): waiting gangs
+# are admitted by it, released ones counted in its usage.
+_QUEUE_MOVED = ("applies at once: from the gate controller's next pass, its gang is in {queue}: while it waits, it "
+                "waits for that Queue's quota and turn; once released, the move does not stop it: its usage counts "
+                "against that Queue from then on, no longer against the one it was in")
+
+
+def _opt_in_edit(before: Any, after: Any, kind: str) -> str:
+    """What an edit of ``kubenexus.io/gang-scheduling`` does. Only "false" makes the gate controller let a gang go
+    (controller/engine.py ``_opted_out``): removing "true" leaves the gang it formed waiting as it was admitted."""
+    key = keys.GANG_SCHEDULING
+    if after == keys.ROOT_OPT_OUT:
+        return (f"{key}={keys.ROOT_OPT_OUT}: the gate controller releases this {kind}'s gated pods to ordinary "
+                "scheduling now; pods created from now on are not gang-scheduled")
+    if after is None and before == keys.ROOT_OPT_IN:
+        return (f"{key} removed: that is no opt-out: this {kind}'s gated pods stay gated until their gang, as "
+                f"admitted, is whole and fits; {_UNANNOTATED}, outside the gang its gated pods wait for; set "
+                f'{key}="{keys.ROOT_OPT_OUT}" instead to release its gated pods to ordinary scheduling now')
+    if after is None:
+        return (f"{key} removed: {_UNANNOTATED}; pods that exist are not gated again, and those its opt-out released "
+                "stay ordinary pods")
+    return (f"{key} changed: pods created from now on are decided with it; pods that exist are left as they are: "
+            f"delete and resubmit the {kind} to gang-schedule all of its pods")
 
 
 def root_warnings(obj: Obj, old: Obj | None, kind: str) -> list[str]:
     """What applying a root does that its author may not expect: ``kubenexus.io/*`` written as labels (read as
-    annotations), and edits of annotations that do not apply to the gang its pods already form (see ``_EDITED_*``)."""
+    annotations), and what an edit of each annotation does to the gang its pods already form (see ``_EDITED_*``)."""
     found = []
     for key in sorted(meta_map(obj, "labels")):
         if key.startswith(keys.PREFIX):
@@ -338,12 +364,12 @@ def root_warnings(obj: Obj, old: Obj | None, kind: str) -> list[str]:
         return found
     before, after = (meta_map(o, "annotations") for o in (old, obj))
     for key in sorted(k for k in {*before, *after} if keys.read_on_roots(k) and before.get(k) != after.get(k)):
-        if key == keys.GANG_SCHEDULING and after.get(key) == keys.ROOT_OPT_OUT:
-            found.append(f"{key}={keys.ROOT_OPT_OUT}: the gate controller releases this {kind}'s gated pods to "
-                         "ordinary scheduling now; pods created from now on are not gang-scheduled")
-        elif key == keys.GANG_SCHEDULING:
-            found.append(f"{key} changed: pods created from now on are decided with it; pods that exist are left as "
-                         f"they are: delete and resubmit the {kind} to gang-schedule all of its pods")
+        if key == keys.GANG_SCHEDULING:
+            found.append(_opt_in_edit(before.get(key), after.get(key), kind))
+        elif key == keys.QUEUE:
+            queue = (f"Queue {after[key]}" if after.get(key) else
+                     "the Queue that selects its namespace, if one does, else in none")
+            found.append(f"{key} {_change(before, after, key)}: it {_QUEUE_MOVED.format(queue=queue)}")
         elif key in (keys.MIN_AVAILABLE, keys.GROUP_NAME):
             found.append(f"{key} changed: it {_EDITED_NEW_PODS.format(kind=kind)}")
         else:
@@ -436,7 +462,7 @@ def validate(request: Obj, config: Config, source: ObjectSource | None = None,
     kind = request["kind"]
     if request.get("subResource") or operation not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
         return None
-    username = str((request.get("userInfo") or {}).get("username", ""))
+    username = (request.get("userInfo") or {}).get("username") or ""  # its structure is checked before us
     if kind.get("group", "") == "" and kind.get("kind") == "Pod":
         if operation == "CREATE":
             denial = check_pod_create(obj)

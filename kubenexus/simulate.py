@@ -1,14 +1,15 @@
 """``kubenexus simulate``: what the gate controller would decide for a cluster snapshot, offline.
 
-The snapshot is ordinary Kubernetes YAML (Namespaces, Nodes, Pods bound and pending, root objects; ``List``
-objects are unpacked): ``kubectl get namespaces,nodes,pods,<the jobs' kinds> -A -o yaml``. It goes through the
+The snapshot is ordinary Kubernetes YAML (Namespaces, Nodes, Pods bound and pending, PodDisruptionBudgets, Queues,
+PodGroups, root objects; ``List`` objects are unpacked): ``SNAPSHOT`` with the jobs' kinds added. It goes through the
 controller's own state and engine, reservations of released-but-unbound pods included, so "what if I submit this
 job now" gets the answer the controller would give. The job itself will do: a root object no pod is owned by yet
 is submitted, the pods its operator creates first (its adapter's ``created``) admitted as the webhook would admit
 them (``submit``). What a decision reads and the snapshot lacks is named, never guessed: a Namespace or root that
-admission reads refuses the snapshot (``not_in_snapshot``); a gang whose root it lacks waits, as the controller
-waits for a root it cannot read, and its reason names the root and the command that adds it
-(``controller/roots.py``: the snapshot's roots are read as the controller's watch reads them).
+admission reads refuses the snapshot (``not_in_snapshot``); a gang whose root, Queue or namespace (that Queues select
+by) the snapshot lacks waits, as the controller waits for what it cannot read, and its reason names what is missing
+and the command that adds it (``controller/roots.py``: the snapshot's roots are read as the controller's watch reads
+them; ``SnapshotQueues``).
 
 Exit status: 1 when a gang can never fit or cannot be certified, 2 on a usage error (``kubenexus.errors``).
 """
@@ -28,6 +29,7 @@ import yaml
 
 from controller.engine import Cycle, Engine, Verdict
 from controller.owners import Step, resolve
+from controller.queues import QueueInputs
 from controller.roots import snapshot
 from controller.state import ClusterState
 from controller.status import Desired, Phase, Tracker, new_podgroup, podgroup_name, status_for
@@ -75,8 +77,10 @@ def objects_in(documents: Iterable[Any]) -> list[Obj]:
     return objects
 
 
-#: What simulate reads of a cluster, besides the jobs' own objects (docs/getting-started.md).
-SNAPSHOT = "kubectl get namespaces,nodes,pods -A -o yaml"
+#: What simulate reads of a cluster, besides the jobs' own objects: every copy of the command in the docs lists the
+#: same (tests/test_simulate.py).
+SNAPSHOT = ("kubectl get namespaces,nodes,pods,poddisruptionbudgets,queues.scheduling.kubenexus.io,"
+            "podgroups.scheduling.kubenexus.io -A -o yaml")
 
 
 def not_in_snapshot(source: Recorded, doing: str) -> ScenarioError:
@@ -88,6 +92,22 @@ def not_in_snapshot(source: Recorded, doing: str) -> ScenarioError:
                              f"({SNAPSHOT})")
     return ScenarioError(f"{what} is not in the snapshot, and {doing} reads it: add it "
                          f"(kubectl get {kind.plural} -A -o yaml)")
+
+
+class SnapshotQueues(QueueInputs):
+    """The snapshot's Queues and namespaces, which are everything there is: a Queue a root names, or a namespace
+    Queues select by, that it lacks is missing from the snapshot (the gang waits, saying so), not from the cluster
+    (the live controller's "does not exist: create it", "not known yet")."""
+
+    def queue_of(self, named: str | None, namespace: str) -> str | None | queues.QueueProblem:
+        if named and named not in self.specs:
+            return queues.QueueProblem(f"its root names Queue {named!r} ({keys.QUEUE}), which is not in the snapshot: "
+                                       f"add Queues to it ({SNAPSHOT})")
+        found = super().queue_of(named, namespace)
+        if isinstance(found, queues.QueueProblem) and namespace not in self.labels:
+            return queues.QueueProblem(f"namespace {namespace} is not in the snapshot, and Queues select by its "
+                                       f"labels: add namespaces to it ({SNAPSHOT})")
+        return found
 
 
 def _parse(obj: Obj, upsert: Callable[[], T]) -> T:
@@ -180,6 +200,7 @@ def simulate_podgroups(objects: list[Obj], config: Config, now: float) -> Simula
     (gangs without a root object get none: nothing would own it) and each Queue's status. A pod left unresolved is
     decided again against the snapshot: an object it needs and the snapshot lacks is a ScenarioError."""
     state = ClusterState(config.replacement_grace_seconds)
+    state.queues = SnapshotQueues()
     given = [o for o in objects if o.get("kind") not in ("Node", "Pod")]
     roots, resolving = MemorySource(given), Recorded(given)
     state.roots = snapshot(objects)  # everything there is, read as the controller's watch reads roots
@@ -343,15 +364,20 @@ def run(args: argparse.Namespace) -> int:
     return FOUND if any(d.decision in STUCK for d in cycle.gangs) else 0
 
 
+_JOBS_KINDS = ",<your jobs' kinds>"
+
+
 def add_parser(subcommands: Any) -> None:
     parser = subcommands.add_parser(
         "simulate", help="what the gate controller would decide for a cluster snapshot",
-        description="What the gate controller would decide for a cluster snapshot (Namespaces, Nodes, Pods, root "
-        "objects: kubectl get namespaces,nodes,pods,<your jobs' kinds> -A -o yaml). "
+        description="What the gate controller would decide for a cluster snapshot (Namespaces, Nodes, Pods, "
+        "PodDisruptionBudgets, Queues, PodGroups, root objects: "
+        f"{SNAPSHOT.replace(' -A', _JOBS_KINDS + ' -A')}). "
         "Exit status: 0 when every gang is released, running or waiting for something that can come (members, "
         "capacity); 1 when a gang can never fit or cannot be certified; 2 on a usage error.")
     parser.add_argument("scenario", metavar="SNAPSHOT",
-                        help="YAML (- for stdin) with Namespaces, Nodes, Pods (bound and pending) and root objects")
+                        help="YAML (- for stdin) with Namespaces, Nodes, Pods (bound and pending), "
+                        "PodDisruptionBudgets, Queues, PodGroups and root objects")
     add_output(parser)
     parser.add_argument("--now", help="evaluate at this RFC 3339 time (default: now)")
     parser.add_argument("--config", help="the controller's configuration file")

@@ -1,7 +1,8 @@
 """Property-based fuzzing of /mutate and /validate of a running webhook over HTTPS.
 
 Whatever arrives: never a 5xx and never a dropped connection; a 200 is a well-formed
-AdmissionReview echoing the uid; a patch applies and keeps a valid pod valid.
+AdmissionReview echoing the uid, never answered through the internal-error path (which admits the object unchanged
+with the warning ``INTERNAL_ERROR``: whatever is malformed is a 400); a patch applies and keeps a valid pod valid.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from tests.support.webhook import pod_request
 pytestmark = pytest.mark.e2e
 
 NS = f"fuzz-{uuid.uuid4().hex[:8]}"
+#: How the answers of the internal-error path start (webhook/app.py, webhook/review.py ``admit_pod``).
+INTERNAL_ERROR = "kubenexus: internal error"
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -128,6 +131,7 @@ def post(webhook, endpoint, body: bytes):
     assert response["uid"] == sent["request"]["uid"]
     assert isinstance(response["allowed"], bool)
     assert all(isinstance(w, str) for w in response.get("warnings", []))
+    assert not [w for w in response.get("warnings", []) if w.startswith(INTERNAL_ERROR)], (sent, response)
     if "patch" in response:
         assert response["patchType"] == "JSONPatch"
         assert isinstance(json.loads(base64.b64decode(response["patch"], validate=True)), list)

@@ -141,3 +141,73 @@ def test_the_shapes_met_by_fuzzing_are_a_400_naming_the_field(place: tuple[Any, 
         assert review("spark-driver", endpoint, request_for(pod, "CREATE")) == (400, {"error": error})
     update = request_for(scenario("spark-driver").pod, "UPDATE", old=pod)
     assert review("spark-driver", "/validate", update) == (400, {"error": error.replace("object", "oldObject", 1)})
+
+
+#: The request's own fields and the fields inside them, as the apiserver sends them (AdmissionRequest): any may be
+#: garbled, whatever its depth.
+REQUEST_PLACES = [*((name,) for name in ("uid", "kind", "resource", "subResource", "requestKind", "requestResource",
+                                          "requestSubResource", "name", "namespace", "operation", "userInfo",
+                                          "dryRun", "options")),
+                  *(("kind", name) for name in ("group", "version", "kind")),
+                  *(("resource", name) for name in ("group", "version", "resource")),
+                  *(("userInfo", name) for name in ("username", "uid", "groups", "extra")),
+                  ("userInfo", "groups", 0)]
+
+
+def reaches(request: dict[str, Any], path: tuple[Any, ...]) -> bool:
+    """Whether the parent of ``path`` is still there to put a value in (an earlier garbling may have replaced it)."""
+    parent: Any = request
+    for step in path:
+        fits = (isinstance(parent, dict) and isinstance(step, str)) or \
+            (isinstance(parent, list) and isinstance(step, int) and step < len(parent))
+        if not fits:
+            return False
+        parent = parent.get(step) if isinstance(parent, dict) else parent[step]
+    return True
+
+
+def requests_of(name: str) -> dict[str, dict[str, Any]]:
+    """The requests the apiserver sends for the scenario: its pod created and updated, its root updated."""
+    pod, root = scenario(name).pod, scenario(name).root
+    return {"pod CREATE": request_for(pod, "CREATE"), "pod UPDATE": request_for(pod, "UPDATE", old=pod),
+            "root CREATE": request_for(root, "CREATE"), "root UPDATE": request_for(root, "UPDATE", old=root)}
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(data=st.data(), name=st.sampled_from(sorted(SCENARIOS)),
+       which=st.sampled_from(["pod CREATE", "pod UPDATE", "root CREATE", "root UPDATE"]))
+def test_no_review_with_a_garbled_request_is_answered_as_an_internal_error(data: st.DataObject, name: str,
+                                                                           which: str) -> None:
+    request = requests_of(name)[which]
+    for _ in range(data.draw(st.integers(1, 3))):
+        path = data.draw(st.sampled_from([p for p in REQUEST_PLACES if reaches(request, p)]))
+        request = put(request, path, data.draw(json_values))
+    for endpoint in ("/mutate", "/validate"):
+        never_internal(*review(name, endpoint, request))
+
+
+@pytest.mark.parametrize(("place", "value", "error"), [
+    (("userInfo",), "alice", "request.userInfo: expected an object, got a string"),
+    (("userInfo",), [1], "request.userInfo: expected an object, got a list"),
+    (("userInfo",), 7, "request.userInfo: expected an object, got a number"),
+    (("userInfo", "username"), ["alice"], "request.userInfo.username: expected a string, got a list"),
+    (("userInfo", "username"), 1, "request.userInfo.username: expected a string, got a number"),
+    (("userInfo", "groups"), "system:masters", "request.userInfo.groups: expected a list, got a string"),
+    (("userInfo", "groups"), [1], "request.userInfo.groups[0]: expected a string, got a number"),
+    (("userInfo", "groups", 0), {"name": "system:masters"}, "request.userInfo.groups[0]: expected a string, got an "
+     "object"),
+    (("kind", "kind"), ["Pod"], "request.kind.kind: expected a string, got a list"),
+    (("kind", "group"), 1, "request.kind.group: expected a string, got a number"),
+    (("subResource",), ["status"], "request.subResource: expected a string, got a list"),
+    (("name",), 5, "request.name: expected a string, got a number"),
+    (("namespace",), 5, "request.namespace: expected a string, got a number"),
+    (("dryRun",), "yes", "request.dryRun: expected a boolean, got a string"),
+    (("options",), [1], "request.options: expected an object, got a list"),
+])
+def test_a_garbled_request_is_a_400_naming_the_field(place: tuple[Any, ...], value: Any, error: str) -> None:
+    """A malformed ``userInfo`` was answered "allowed, unchanged" through the internal-error path by /validate (pod
+    CREATE and UPDATE, root UPDATE); the others were read as something else (a ``dryRun`` of "yes" as a dry run)."""
+    for which, request in requests_of("spark-driver").items():
+        for endpoint in ("/mutate", "/validate"):
+            assert review("spark-driver", endpoint, put(request, place, value)) == (400, {"error": error}), \
+                (which, endpoint)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import subprocess
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -30,6 +31,9 @@ pytestmark = pytest.mark.e2e
 SCENARIOS = Path(__file__).parent / "scenarios"
 NOW = "2026-11-22T09:03:00Z"  # three minutes after the first gang of most scenarios: nobody starves yet
 GPU = "nvidia.com/gpu"
+#: What simulate reads of a cluster besides the jobs, as every copy of the snapshot command must list it.
+SNAPSHOT = ("kubectl get namespaces,nodes,pods,poddisruptionbudgets,queues.scheduling.kubenexus.io,"
+            "podgroups.scheduling.kubenexus.io -A -o yaml")
 GI = 1024  # MiB per GiB; memory below is in MiB, cpu in millicores
 RESOURCES = ("cpu", "memory", GPU, "pods")
 Res = dict[str, int]
@@ -771,8 +775,52 @@ def test_a_namespace_admission_reads_and_the_snapshot_lacks_is_named_not_guessed
     done = run_cli(_snapshot(tmp_path, "Namespace batch"), "--now", NOW)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (f"kubenexus simulate: {tmp_path / 'submit.yaml'}: namespace batch is not in the snapshot, "
-                           "and admitting the pods of Job batch/etl reads it: add namespaces to it (kubectl get "
-                           "namespaces,nodes,pods -A -o yaml)\n")
+                           f"and admitting the pods of Job batch/etl reads it: add namespaces to it ({SNAPSHOT})\n")
+
+
+def _with_queue(tmp_path: Path, name: str, queue: str, *drop: str) -> str:
+    """queues.yaml with PyTorchJob ``name`` naming ``queue`` (kubenexus.io/queue), without the objects ``drop``."""
+    path = Path(_snapshot(tmp_path, *drop, scenario="queues.yaml"))
+    snapshot = yaml.safe_load(path.read_text())
+    [job] = [o for o in snapshot["items"] if (o["kind"], o["metadata"]["name"]) == ("PyTorchJob", name)]
+    job["metadata"]["annotations"]["kubenexus.io/queue"] = queue
+    path.write_text(yaml.safe_dump(snapshot))
+    return str(path)
+
+
+def test_a_queue_a_root_names_and_the_snapshot_lacks_is_named_not_called_missing(tmp_path: Path) -> None:
+    """A snapshot without Queues (the documented command once left them out): the gang of a root naming one waited
+    on "which does not exist: create it", sending its user to create a Queue the cluster has."""
+    done = run_cli(_with_queue(tmp_path, "etl", "team-b", "Queue team-a", "Queue team-b"), "-o", "json", "--now", NOW)
+    assert done.returncode == 0, done.stderr
+    [etl] = [g for g in json.loads(done.stdout)["gangs"] if g["name"] == "etl"]
+    assert_held(etl, "wait", "its root names Queue 'team-b' (kubenexus.io/queue), which is not in the snapshot: add "
+                f"Queues to it ({SNAPSHOT})")
+    assert "does not exist" not in etl["reason"]
+
+
+def test_a_namespace_queues_select_by_and_the_snapshot_lacks_is_named(tmp_path: Path) -> None:
+    """The Queues select namespaces by label: without namespace b, etl's Queue cannot be told, and the reason says
+    the namespace is missing from the snapshot rather than "not known yet", as if it might come."""
+    done = run_cli(_snapshot(tmp_path, "Namespace b", scenario="queues.yaml"), "-o", "json", "--now", NOW)
+    assert done.returncode == 0, done.stderr
+    [etl] = [g for g in json.loads(done.stdout)["gangs"] if g["name"] == "etl"]
+    assert_held(etl, "wait", "namespace b is not in the snapshot, and Queues select by its labels: add namespaces to "
+                f"it ({SNAPSHOT})")
+
+
+def test_every_snapshot_command_reads_what_simulate_reads() -> None:
+    """Each copy of the snapshot command (docs, README, the CLI's help and messages) lists every resource simulate
+    reads besides the jobs: a copy without Queues, budgets or PodGroups gives a snapshot that decides otherwise."""
+    needed = set(SNAPSHOT.removeprefix("kubectl get ").removesuffix(" -A -o yaml").split(","))
+    root = Path(__file__).parent.parent
+    files = [root / "README.md", *sorted((root / "docs").rglob("*.md")), *sorted((root / "kubenexus").glob("*.py"))]
+    found = {}
+    for path in files:
+        for command in re.findall(r"kubectl get (\S*nodes,pods[^`)\n]*?) -A -o yaml", path.read_text()):
+            found[f"{path.relative_to(root)}: {command}"] = set(command.split(","))
+    assert len(found) >= 5, found  # getting-started, explain-simulate, troubleshooting, cli.md, simulate.py
+    assert {where: sorted(needed - listed) for where, listed in found.items() if needed - listed} == {}
 
 
 def test_a_root_an_unresolved_pod_needs_and_the_snapshot_lacks_is_named(tmp_path: Path) -> None:

@@ -420,6 +420,53 @@ def test_an_edit_of_a_root_says_what_it_does_to_the_pods_that_exist(webhook, bef
     assert warning.startswith("kubenexus: ") and warned in warning, warning
 
 
+OPTED_OUT_NOW = (f"{OPT_IN} removed: that is no opt-out: this PyTorchJob's gated pods stay gated until their gang, "
+                 "as admitted, is whole and fits; pods created from now on are gang members only if their namespace "
+                 f"is labelled {OPT_IN}=enabled (or autoInject is all), else admitted unchanged, outside the gang "
+                 f'its gated pods wait for; set {OPT_IN}="false" instead to release its gated pods to ordinary '
+                 "scheduling now")
+NEW_PODS = ("applies to pods created from now on; its pods that exist keep the gang they were admitted to (each "
+            "member carries its gang's name and size): delete and resubmit the {kind} to change that")
+WHILE_WAITING = "applies at once while its gang waits; a gang already released keeps the placement it was released on"
+QUEUE = "kubenexus.io/queue"
+MOVED = ("applies at once: from the gate controller's next pass, its gang is in {queue}: while it waits, it waits "
+         "for that Queue's quota and turn; once released, the move does not stop it: its usage counts against that "
+         "Queue from then on, no longer against the one it was in")
+
+
+@pytest.mark.parametrize("make, before, after, warned", [
+    (pytorch, {OPT_IN: "true"}, {}, OPTED_OUT_NOW),
+    (pytorch, {OPT_IN: "false"}, {}, f"{OPT_IN} removed: pods created from now on are gang members only if their "
+     f"namespace is labelled {OPT_IN}=enabled (or autoInject is all), else admitted unchanged; pods that exist are "
+     "not gated again, and those its opt-out released stay ordinary pods"),
+    (pytorch, {OPT_IN: "false"}, {OPT_IN: "true"}, f"{OPT_IN} changed: pods created from now on are decided with it; "
+     "pods that exist are left as they are: delete and resubmit the PyTorchJob to gang-schedule all of its pods"),
+    (pytorch, {"kubenexus.io/group-name": "a"}, {"kubenexus.io/group-name": "b"},
+     f"kubenexus.io/group-name changed: it {NEW_PODS.format(kind='PyTorchJob')}"),
+    (pytorch, {}, {"kubenexus.io/schedule-timeout-seconds": "60"},
+     f"kubenexus.io/schedule-timeout-seconds changed: it {WHILE_WAITING}"),
+    (pytorch, {"kubenexus.io/best-effort-placement": "false"}, {"kubenexus.io/best-effort-placement": "true"},
+     f"kubenexus.io/best-effort-placement changed: it {WHILE_WAITING}"),
+    (pytorch, {"kubenexus.io/topology-preferred": "example.com/rack"}, {},
+     f"kubenexus.io/topology-preferred changed: it {WHILE_WAITING}"),
+    (pytorch, {}, {"kubenexus.io/topology-required.worker": "example.com/rack"},
+     f"kubenexus.io/topology-required.worker changed: it {WHILE_WAITING}"),
+    (jobset, {}, {"alpha.jobset.sigs.k8s.io/exclusive-topology": "example.com/rack"},
+     f"alpha.jobset.sigs.k8s.io/exclusive-topology changed: it {WHILE_WAITING}"),
+    (pytorch, {}, {QUEUE: "team-b"}, f"{QUEUE} added: it {MOVED.format(queue='Queue team-b')}"),
+    (pytorch, {QUEUE: "team-a"}, {QUEUE: "team-b"}, f"{QUEUE} changed: it {MOVED.format(queue='Queue team-b')}"),
+    (pytorch, {QUEUE: "team-a"}, {}, f"{QUEUE} removed: it "
+     + MOVED.format(queue="the Queue that selects its namespace, if one does, else in none")),
+])
+def test_an_edit_of_each_annotation_of_a_root_gets_its_own_warning(webhook, make, before, after, warned):
+    """Every key ``root_warnings`` tells about, each way it may change; a removed opt-in is told apart from an opt-out,
+    which it is not (the gated pods stay gated: only "false" releases them), and a Queue edit says what moves."""
+    response = check(webhook, root_request(make(after), "UPDATE", make(before)))
+    assert response["allowed"] is True
+    ours = [w for w in response["warnings"] if not w.startswith("kubenexus: if gang-scheduled")]  # queue_warnings'
+    assert ours == [f"kubenexus: {warned}"]
+
+
 def test_an_unchanged_root_and_a_new_one_get_no_warning(webhook):
     annotations = {OPT_IN: "true", "kubenexus.io/min-available": "2"}
     assert not check(webhook, root_request(pytorch(annotations), "UPDATE", pytorch(annotations))).get("warnings")

@@ -14,7 +14,7 @@ from gang.config import Config
 from gang.decide import Action, Decision, decide
 from gang.mutate import desired_pod, forged_state, json_patch
 from gang.objects import Deadline, Obj, ObjectSource
-from gang.structure import OBJECT, POD, structure_error
+from gang.structure import OBJECT, POD, REQUEST, structure_error
 from gang.validate import Refusal
 
 API_VERSION = "admission.k8s.io/v1"
@@ -27,8 +27,8 @@ class BadRequest(ValueError):
 
 
 def parse_review(body: bytes) -> Obj:
-    """The ``request`` of an AdmissionReview v1 body, checked for the fields we rely on, its objects' structure
-    included (``gang/structure.py``)."""
+    """The ``request`` of an AdmissionReview v1 body, checked for the fields we rely on, the request's own
+    structure and its objects' included (``gang/structure.py``)."""
     try:
         review = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -50,13 +50,14 @@ def parse_review(body: bytes) -> Obj:
             raise BadRequest(f"request.{name} is missing or not an object")
     if not isinstance(request.get("operation"), str):
         raise BadRequest("request.operation is missing or not a string")
+    problem = structure_error(request, REQUEST, "request")
+    if problem:
+        raise BadRequest(problem)
     shape = POD if is_pod(request) else OBJECT
     for name in ("object", "oldObject"):
         problem = structure_error(request.get(name), shape, f"request.{name}")
         if problem:
             raise BadRequest(problem)
-    if request.get("namespace") is not None and not isinstance(request["namespace"], str):
-        raise BadRequest("request.namespace is not a string")
     return request
 
 
