@@ -33,7 +33,7 @@ feed it the same state, so what simulate prints is what the controller does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -45,7 +45,7 @@ from controller.fitting import Fitting
 from controller.integrity import Integrity, Stuck, StuckReason
 from controller.members import Expected, GangKey, PodView
 from controller.planner import PlanResult, check_placement
-from controller.preemption import Futile, InFlight, Preemption, Unit, Victims, named
+from controller.preemption import MAX_ROUNDS, Futile, InFlight, Preemption, Unit, Victims, named
 from controller.problem import Member, NodeFree
 from controller.queue_preemption import Reclaim
 from controller.quota import Denied, Quota, demand_of
@@ -196,6 +196,9 @@ class Engine:
         self._not_yet: dict[GangKey, tuple[_Token, PlanResult, list[PodView], tuple[str, ...]]] = {}
         # Started gangs: their topology request and the domains they were released into.
         self._placed_in: dict[GangKey, tuple[Request, tuple[str, ...]]] = {}
+        # Members an opt-out released to ordinary scheduling: never "escaped", even once the opt-out is taken back
+        # (kept in memory: a restart between the two forgets them).
+        self._let_go: set[str] = set()
         self._now = 0.0
 
     # --- one pass ---------------------------------------------------------------------------------
@@ -207,6 +210,7 @@ class Engine:
             for key in [k for k in cache if k not in self.state.gangs]:
                 del cache[key]
         self.integrity.prune(lambda uid: uid in self.state.pods)
+        self._let_go &= self.state.pods.keys()
         self.schedulers.update(now)
         self.preemption.prune(now)
         self._preemptions = []
@@ -237,8 +241,13 @@ class Engine:
             if isinstance(queue, str) and decision.decision is Verdict.WAIT and decision.cause in _HOLDS_A_QUEUE:
                 self.quota.holds(queue, gang)
             decisions.append(decision)
+        over: dict[GangKey, tuple[GangDecision, int, str]] = {}  # extras their Queue holds back, per gang
         for gang, decision, pod in extras:
-            self._extra(gang, decision, pod, held, claims, releases)
+            denied = self._extra(gang, decision, pod, held, claims, releases)
+            if denied is not None:
+                over[gang.key] = (decision, over.get(gang.key, (decision, 0, ""))[1] + 1, denied.reason)
+        for decision, count, why in over.values():
+            decision.reason += f"; {count} member(s) beyond its minimum wait for its Queue: {why}"
         self.backfill.end_pass(g.key for g in waiting)
         self.rooms.prune()
         return Cycle(decisions, releases, evictions, self._preemptions)
@@ -256,6 +265,7 @@ class Engine:
             self.state.reserve(pod, "", now)
             releases.append(Release(pod, "", pin=False))
             result.released.append(pod.name)
+            self._let_go.add(pod.uid)
         result.reason = (f"its root opted out of gang scheduling ({keys.GANG_SCHEDULING}={keys.ROOT_OPT_OUT}): "
                          + (f"{len(result.released)} gated member(s) released to ordinary scheduling"
                             if result.released else "its members are scheduled as ordinary pods"))
@@ -288,7 +298,7 @@ class Engine:
 
     def _loose(self, gang: Gang) -> list[Stuck]:
         if gang.loose is None:
-            gang.loose = [s for p in gang.members if (s := self.integrity.loose(p))]
+            gang.loose = [s for p in gang.members if p.uid not in self._let_go and (s := self.integrity.loose(p))]
         return gang.loose
 
     def _evict(self, gang: Gang, stuck: Sequence[Stuck], whole_gang: bool) -> Eviction:
@@ -423,14 +433,25 @@ class Engine:
         return result, [p for p in waiting if p not in finishing]
 
     def _extra(self, gang: Gang, result: GangDecision, pod: PodView, held: Held, claims: dict[str, Resources],
-               releases: list[Release]) -> None:
-        """An extra member of a running gang where it fits now, within what shadow plans leave (as backfill)."""
+               releases: list[Release]) -> Denied | None:
+        """An extra member of a running gang where it fits now, within what shadow plans leave (as backfill) and
+        what its Queue admits (its usage grows with it)."""
+        queue = self.quota.of.get(gang.key)
+        if isinstance(queue, QueueProblem):
+            return None
+        demand = demand_of([pod])
+        denied = self.quota.check(queue, demand) if queue is not None else None
+        if denied is not None:
+            return denied
         limits = self.backfill.limits(gang.key, held, claims) if claims else None
         found = self.fitting.plan(self._anchored(gang, [self.fitting.member(pod, gang)]), gang, held, limits)
         if found.placement:
             node = found.placement[pod.name]
             self._released(result, pod, node, "member(s) of a running gang released where they fit", releases)
             self.backfill.count(pod, node, claims)
+            if queue is not None:
+                self.quota.use(queue, demand)
+        return None
 
     def _placed(self, gang: Gang) -> tuple[Request, tuple[str, ...]] | Unknown:
         """A started gang's topology request and the domains its members are in (kept from its release; after a
@@ -502,7 +523,7 @@ class Engine:
         known = root if not isinstance(root, Unknown) else {}
         timeout = _seconds(known.get(keys.SCHEDULE_TIMEOUT_SECONDS)) or self.config.schedule_timeout_seconds
         result = self._base(gang, now, Verdict.WAIT, "")
-        result.timed_out = result.waited > timeout
+        result.timed_out = result.waited > timeout and not isinstance(root, Unknown)  # its own timeout is unknown
         lag = isinstance(root, Unknown) and root.unseen and result.waited < ROOT_LAG_SECONDS
         if isinstance(root, Unknown) and not lag:  # fail closed: never planned with fewer constraints than it asks
             result.cause = Cause.ROOT
@@ -612,6 +633,10 @@ class Engine:
             return self._hold(gang, result, placed, now, evictions)
         if self.preemption.declined(gang):
             result.reason += "; its preemptionPolicy is Never: it waits for room, preempting nothing"
+        elif self.preemption.used_up(gang.key):
+            result.reason += (f"; its {MAX_ROUNDS} rounds of preemption are used up (each time other pods took the "
+                              "room its victims freed): it waits for room like any gang, preempting nothing and "
+                              "holding no room")
         elif queue is not None and self._reclaim(gang, queue, chosen, request, held, result, now):
             return self._hold(gang, result, placed, now, evictions)
         if result.waited >= self.config.starvation_seconds:
@@ -671,7 +696,11 @@ class Engine:
         preempts (or waits for pods preempted earlier), False when preemption would not help (said in the reason)."""
         if any(p.node for p in gang.live) and request:  # members bound without a release fix their unit's domain
             members = self.fitting.anchored(members, gang, request)
-        found = self.preemption.find(gang, members, request, held, self._token(gang.key))
+        token: Hashable = self._token(gang.key)
+        spared: frozenset[GangKey] = frozenset()
+        if isinstance(self.quota.of.get(gang.key), str):  # gangs of Queues go only as its Queue's policy says
+            spared, token = frozenset(self.quota.running), (*self._token(gang.key), self.state.queues.version)
+        found = self.preemption.find(gang, members, request, held, token, spared)
         if isinstance(found, Futile):
             result.reason += f"; {found.reason}"
             return False

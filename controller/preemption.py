@@ -13,7 +13,8 @@ start, more victims than needed, a second round while the first still terminates
   (``Futile``, with the planner's numbers). With a plan, each node of it that lacks room gets units from those on it,
   the least important first (``choose``); then the chosen units, most important first, are reprieved while the plan
   still holds; and the plan is checked against the nodes with exactly those units gone (``check_placement``) before
-  anything is evicted.
+  anything is evicted. Among plans, the one whose victims ``cost`` least, as kube-scheduler picks a node
+  (``_fewer``, for plans with victims on a few nodes).
 - **Order** (``importance``): a unit whose eviction a PodDisruptionBudget forbids is more important than one it does
   not; then the higher its priority, a gang over a pod, the more pods, the older (its newest member created earlier)
   the more important. Victims are taken least important first and reprieved most important first, as kube-scheduler's
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import time
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -37,7 +39,7 @@ from controller.bookkeeping import Gang, HeldRoom
 from controller.capacity import PODS, add, shortfall, subtract
 from controller.fitting import Fitting, held_on
 from controller.members import GangKey, PodView
-from controller.planner import PlanResult, check_placement
+from controller.planner import check_placement
 from controller.problem import Member, NodeFree, RequestsMemo, member_requests
 from controller.state import ClusterState
 from controller.topology import Request
@@ -150,6 +152,22 @@ def choose(need: Mapping[str, Resources], free: Mapping[str, Resources],
     return [unit for unit in chosen if unit.name not in reprieved]
 
 
+def cost(units: Sequence[Unit]) -> tuple[int, int, int, int, float]:
+    """How much a set of victims costs, in kube-scheduler's order of nodes for preemption (smaller is better): fewest
+    units a PodDisruptionBudget protects, the lowest highest priority, fewest units, fewest pods, the latest start of
+    the oldest among the highest-priority ones."""
+    if not units:
+        return 0, -(2**63), 0, 0, 0.0
+    top = max(u.priority for u in units)
+    return (sum(1 for u in units if u.violations), top, len(units), sum(len(u.pods) for u in units),
+            -min(u.newest for u in units if u.priority == top))
+
+
+def _without(room: Callable[[str], Resources], nodes: frozenset[str]) -> Callable[[str], Resources]:
+    """``room`` but none on ``nodes`` (what is free there stays usable)."""
+    return lambda node: {} if node in nodes else room(node)
+
+
 def _fits_beside(need: Resources, free: Resources, freed: Resources) -> bool:
     """``fits(need, add(free, freed))``, without making the sum (``choose`` asks thousands of times)."""
     return all(value <= 0 or value <= free.get(name, _ZERO) + freed.get(name, _ZERO) for name, value in need.items())
@@ -209,6 +227,7 @@ class InFlight:
 # the gangs searched already preempt, wait for their victims or answer from the kept "no"): a pass over thousands of
 # gangs that may preempt, after a restart, still ends and releases what fits.
 SEARCH_SECONDS = 1.0
+FEWER_NODES = 8  # plans with victims on at most so many nodes are searched for fewer victims (``_fewer``)
 MAX_ROUNDS = 3  # per gang: an interloper may take the room its victims freed; then it preempts again, at most so often
 FORGET_SECONDS = 3600.0  # how long a victim gang that does not come back is remembered as preempted
 
@@ -268,6 +287,16 @@ class Preemption:
         flight = self.inflight.get(key)
         return MAX_ROUNDS - (flight.round if flight else 0)
 
+    def used_up(self, key: GangKey) -> bool:
+        """Its last round's victims are gone and it still does not fit: it preempts no more, and the room held for it
+        is let go (kept, it would hold room for ever for a gang others keep taking it from)."""
+        flight = self.inflight.get(key)
+        if flight is None or flight.round < MAX_ROUNDS or self.remaining(key):
+            return False
+        if flight.room:
+            self.inflight[key] = replace(flight, room={})
+        return True
+
     def may(self, gang: Gang) -> bool:
         """Preemption is on, the gang's members may preempt (``preemptionPolicy`` not Never), something of lower
         priority runs somewhere, and it has rounds left."""
@@ -282,11 +311,13 @@ class Preemption:
                 and not all(p.preempts for p in gang.live))
 
     def find(self, gang: Gang, members: list[Member], request: Request, held: HeldRoom,
-             token: Hashable) -> Victims | Futile | str:
+             token: Hashable, spared: frozenset[GangKey] = frozenset()) -> Victims | Futile | str:
         """The victims that let the whole gang fit, ``Futile`` when none would, or why it waits instead (pods
-        disrupted earlier still terminate where its plan would go)."""
+        disrupted earlier still terminate where its plan would go). ``spared``: gangs it may not take by priority
+        (a preemptor in a Queue: gangs in Queues go only as its Queue's policy says, ``controller/queue_preemption.py``;
+        ``token`` then changes with Queue membership)."""
         with self.searching():
-            return self._find(gang, members, request, held, token)
+            return self._find(gang, members, request, held, token, spared)
 
     @contextlib.contextmanager
     def searching(self) -> Iterator[None]:
@@ -305,20 +336,54 @@ class Preemption:
                       "preemption searches on gangs ahead of it")
 
     def _find(self, gang: Gang, members: list[Member], request: Request, held: HeldRoom,
-              token: Hashable) -> Victims | Futile | str:
-        placement = self._plan(gang, members, request, held, token)
-        if isinstance(placement, Futile):
-            return placement
-        need = need_per_node(members, placement)
-        terminating = [p for node in need for p in self.state.charged_on(node) if p.deleting and p.disrupted]
+              token: Hashable, spared: frozenset[GangKey]) -> Victims | Futile | str:
+        planned = self._plan(gang, members, request, held, token, spared)
+        if isinstance(planned, Futile):
+            return planned
+        placement, room = planned
+        terminating = self._terminating(placement)
         if terminating:
             return (f"pods preempted or evicted earlier still terminate on the nodes its plan needs (e.g. "
                     f"{terminating[0].namespace}/{terminating[0].name} on {terminating[0].node}): it waits for them "
                     "before preempting more")
+        found = self._victims(gang, members, placement, held, spared)
+        if isinstance(found, Futile):
+            return found
+        return self._fewer(gang, members, request, held, spared, room, found)
+
+    def _terminating(self, placement: Mapping[str, str]) -> list[PodView]:
+        return [p for node in sorted(set(placement.values())) for p in self.state.charged_on(node)
+                if p.deleting and p.disrupted]
+
+    def _fewer(self, gang: Gang, members: list[Member], request: Request, held: HeldRoom, spared: frozenset[GangKey],
+               room: Callable[[str], Resources], victims: Victims) -> Victims:
+        """kube-scheduler's choice among nodes (``pickOneNodeForPreemption``), for a plan with victims on at most
+        ``FEWER_NODES`` nodes: node by node, its victims' node the most important first, the plan is made again
+        without the room preemption would make there; a plan whose victims ``cost`` less is kept. Larger plans keep
+        the planner's first plan (its victims minimal node by node)."""
+        used = set(victims.placement.values())
+        costly = {node for unit in victims.units for node in unit.freed if node in used}
+        if len(costly) > FEWER_NODES:
+            return victims
+        best, out = victims, frozenset[str]()
+        for node in sorted(costly, key=lambda n: cost([u for u in victims.units if n in u.freed]), reverse=True):
+            trial = out | {node}
+            found = self.fitting.plan_with_room(members, gang, held, request, _without(room, trial)).result
+            if found.placement is None or self._terminating(found.placement):
+                continue
+            other = self._victims(gang, members, found.placement, held, spared)
+            if isinstance(other, Victims) and cost(other.units) < cost(best.units):
+                best, out = other, trial
+        return best
+
+    def _victims(self, gang: Gang, members: list[Member], placement: Mapping[str, str], held: HeldRoom,
+                 spared: frozenset[GangKey]) -> Victims | Futile:
+        """The fewest, least important units that make room for ``placement``, verified, or why there are none."""
+        need = need_per_node(members, placement)
         nodes = self.fitting.nodes(gang, sorted(need), held, None)
         free = {node.name: node.free for node in nodes}
         on_node: dict[str, list[Unit]] = {node: [] for node in need}
-        for unit in self._units(sorted(need), gang.priority, gang.key).values():
+        for unit in self._units(sorted(need), gang.priority, gang.key, spared).values():
             for node in unit.freed:
                 if node in on_node:
                     on_node[node].append(unit)
@@ -328,11 +393,12 @@ class Preemption:
             return Futile(f"no preemption verified for its plan over {len(need)} node(s): {why}")
         return Victims(tuple(chosen), placement)
 
-    def _plan(self, gang: Gang, members: list[Member], request: Request, held: HeldRoom,
-              token: Hashable) -> Mapping[str, str] | Futile:
+    def _plan(self, gang: Gang, members: list[Member], request: Request, held: HeldRoom, token: Hashable,
+              spared: frozenset[GangKey]) -> tuple[Mapping[str, str], Callable[[str], Resources]] | Futile:
         """The plan whose victims matter least, as kube-scheduler picks a node: over the room pods no
         PodDisruptionBudget protects would make, then any; up to the lowest priority that makes enough room (the
-        lowest "highest-priority victim"); ``Futile`` when even every lower-priority pod would not.
+        lowest "highest-priority victim"); ``Futile`` when even every lower-priority pod would not. The room of
+        ``spared`` gangs is never counted. Returns the plan and the room it was made over.
 
         The last try is over the most room there is (every lower-priority pod gone): when it holds no plan, no level
         does. Such a "no" is kept for the gang while ``token`` (what it depends on: its members and root, the room freed
@@ -354,25 +420,27 @@ class Preemption:
         later = self.deferred()
         if later is not None:  # not kept: it is searched for in a later pass
             return later
-        protected = self._protected(priority)
+        protected = self._protected(priority, spared)
+        untouchable = self._spared_on_nodes(spared, priority)
 
-        def plan(level: int, spare: bool) -> PlanResult:
+        def made(level: int, spare: bool) -> Callable[[str], Resources]:
             def room(node: str) -> Resources:
                 made = state.room_below(node, level + 1)
-                if spare:
-                    for below, usage in protected.get(node, ()):
-                        if below <= level:
-                            made = subtract(made, usage)
+                for below, usage in itertools.chain(protected.get(node, ()) if spare else (),
+                                                    untouchable.get(node, ())):
+                    if below <= level:
+                        made = subtract(made, usage)
                 return made
 
-            return self.fitting.plan_with_room(members, gang, held, request, room).result
+            return room
 
         tries = [(level, True) for level in levels] if protected else []
         for level, spare in tries + [(level, False) for level in levels]:
-            found = plan(level, spare)
+            room = made(level, spare)
+            found = self.fitting.plan_with_room(members, gang, held, request, room).result
             if found.placement is not None:
                 self._futile.pop(gang.key, None)
-                return found.placement
+                return found.placement, room
         futile = Futile(f"preempting every pod of lower priority than {priority} would not make room: "
                         f"{found.shortfall}")
         self._futile[gang.key] = (token, futile)
@@ -418,15 +486,29 @@ class Preemption:
                         f"could hold {slots} such member(s) at most")
         return ""
 
-    def _protected(self, priority: int) -> dict[str, list[tuple[int, Resources]]]:
-        """Per node, the (priority, usage) of lower-priority pods a PodDisruptionBudget forbids evicting now."""
+    def _protected(self, priority: int, spared: frozenset[GangKey]) -> dict[str, list[tuple[int, Resources]]]:
+        """Per node, the (priority, usage) of lower-priority pods a PodDisruptionBudget forbids evicting now (those of
+        ``spared`` gangs are left out: never counted at all)."""
         state = self.state
         protected: dict[str, list[tuple[int, Resources]]] = {}
         for pod in state.covered(allowed=0, below=priority):
             node = state.charged_node(pod.uid)
-            if node and not pod.deleting and not pod.permanent:
+            if node and not pod.deleting and not pod.permanent and pod.gang not in spared:
                 protected.setdefault(node, []).append((pod.priority, pod.usage))
         return protected
+
+    def _spared_on_nodes(self, spared: frozenset[GangKey], priority: int) -> dict[str, list[tuple[int, Resources]]]:
+        """Per node, the (priority, usage) of the lower-priority members of ``spared`` gangs counted in
+        ``room_below`` (charged, neither static nor terminating nor evicted): room priority preemption may not make."""
+        state = self.state
+        found: dict[str, list[tuple[int, Resources]]] = {}
+        for key in spared:
+            for pod in state.members(key):
+                node = state.charged_node(pod.uid)
+                if node and pod.priority < priority and not pod.deleting and not pod.permanent \
+                        and pod.uid not in state.evicted:
+                    found.setdefault(node, []).append((pod.priority, pod.usage))
+        return found
 
     def start(self, gang: Gang, victims: Victims, members: Sequence[Member], now: float) -> None:
         flight = self.inflight.get(gang.key)
@@ -435,9 +517,10 @@ class Preemption:
                                            need_per_node(members, victims.placement),
                                            flight.round + 1 if flight else 1, now, victims.units)
 
-    def _units(self, nodes: Sequence[str], priority: int, own: GangKey) -> dict[str, Unit]:
-        """The candidate units with a pod on ``nodes`` (module docstring), by name. A pod of at least ``priority`` is
-        passed over at once: its unit (its gang's priority is its own) could not be one."""
+    def _units(self, nodes: Sequence[str], priority: int, own: GangKey,
+               spared: frozenset[GangKey] = frozenset()) -> dict[str, Unit]:
+        """The candidate units with a pod on ``nodes`` (module docstring), by name, but ``spared`` gangs. A pod of at
+        least ``priority`` is passed over at once: its unit (its gang's priority is its own) could not be one."""
         state = self.state
         units: dict[str, Unit] = {}
         seen: set[object] = set()
@@ -447,7 +530,7 @@ class Preemption:
                     continue
                 key: object = pod.gang if pod.gang is not None and pod.gang in state.gangs else pod.uid
                 if key in seen or pod.permanent or pod.deleting or pod.terminal or pod.gang == own \
-                        or pod.uid in state.evicted:
+                        or pod.uid in state.evicted or key in spared:
                     continue
                 seen.add(key)
                 if isinstance(key, tuple):

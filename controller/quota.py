@@ -31,6 +31,7 @@ from decimal import Decimal
 
 from controller.bookkeeping import Gang, Held
 from controller.members import Expected, GangKey, PodView
+from controller.roots import Unknown
 from controller.state import ClusterState
 from gang import keys
 from gang.quantity import format_quantity
@@ -87,6 +88,7 @@ class Quota:
         self._nominal: dict[str, Resources] = {}  # cohort -> the sum of its Queues' nominal quota
         self._used: dict[str, Resources] = {}  # cohort -> the sum of their usage
         self._by_namespace: tuple[int, dict[tuple[str, str], str | None | QueueProblem]] = (-1, {})
+        self._last: dict[GangKey, str | None | QueueProblem] = {}  # per gang, its Queue while its root could be read
 
     @property
     def active(self) -> bool:
@@ -110,8 +112,10 @@ class Quota:
             self.queues[spec.name] = QueueView(spec)
             if spec.cohort:
                 self._cohorts.setdefault(spec.cohort, []).append(spec.name)
+        for key in [k for k in self._last if k not in self.state.gangs]:
+            del self._last[key]
         for gang in gangs:
-            self.of[gang.key] = self.queue_of(gang.sample)
+            self.of[gang.key] = self._resolve(gang.key, gang.sample)
         running = set(started)
         for gang in gangs:
             view = self._view(gang.key)
@@ -124,7 +128,7 @@ class Quota:
                     view.pending += 1
         for key in self.state.gangs:  # every gang holding room, those whose members all leave included
             members = self.state.members(key)
-            found = self.of[key] if key in self.of else self.queue_of(members[0])
+            found = self.of[key] if key in self.of else self._resolve(key, members[0])
             view = self.queues.get(found) if isinstance(found, str) else None
             if view is not None:
                 self._add(view, self._held_by(members, held.get(key, {})))  # a preemptor's held room included
@@ -137,6 +141,15 @@ class Quota:
                 for resource, value in view.spec.nominal.items():
                     nominal[resource] = nominal.get(resource, Decimal(0)) + value
                     used[resource] = used.get(resource, Decimal(0)) + view.usage.get(resource, Decimal(0))
+
+    def _resolve(self, key: GangKey, sample: PodView) -> str | None | QueueProblem:
+        """The gang's Queue; while its root cannot be read, the one it had when it could (its usage stays where it
+        was), else a ``QueueProblem``: never the Queue its namespace would give a root that names none."""
+        root = self.state.roots.constraints(sample)
+        if isinstance(root, Unknown):
+            return self._last.get(key, QueueProblem(f"its Queue cannot be told: {root.reason}"))
+        found = self._last[key] = self.queue_of(sample, root.get(keys.QUEUE))
+        return found
 
     def _named(self, sample: PodView) -> str | None:
         """The Queue the root of ``sample``'s gang names (``kubenexus.io/queue``), if it can be read."""
@@ -230,6 +243,10 @@ class Quota:
         view.admitted += 1
         view.pending = max(view.pending - 1, 0)
 
+    def use(self, name: str, demand: Mapping[str, Decimal]) -> None:
+        """A running gang's member beyond its minimum released in this pass: usage from now on."""
+        self._account(self.queues[name], demand, 1)
+
     def _account(self, view: QueueView, demand: Mapping[str, Decimal], sign: int) -> None:
         self._add(view, demand, sign)
         if view.spec.cohort:
@@ -314,9 +331,12 @@ class Quota:
         usage = {r: view.usage.get(r, Decimal(0)) for r in sorted(spec.nominal)}
         borrowing = {r: used - spec.nominal[r] for r, used in usage.items() if used > spec.nominal[r]}
         head = f"; later gangs wait behind {view.blocked_by} (StrictFIFO)" if view.blocked_by else ""
+        over = ", ".join(f"{_text(v, r)} {r}" for r, v in borrowing.items())
         message = (f"{view.admitted} gang(s) admitted, {view.pending} pending"
-                   + (f", borrowing {', '.join(f'{_text(v, r)} {r}' for r, v in borrowing.items())}"
-                      f" from cohort {spec.cohort}" if borrowing else "") + head)
+                   + ((f", borrowing {over} from cohort {spec.cohort}" if spec.cohort else
+                       f", using {over} above its nominal quota without a cohort (lowered after its gangs were "
+                       "admitted, or members started without the gate controller's release)") if borrowing else "")
+                   + head)
         return {
             "usage": {r: _text(v, r) for r, v in usage.items()},
             "borrowing": {r: _text(v, r) for r, v in borrowing.items()},

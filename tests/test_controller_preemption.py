@@ -6,6 +6,7 @@ Nodes of 4 cpu; "busy" pods are no gang's, bound; members of gangs are 1 cpu unl
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from controller.members import pod_view
 from controller.preemption import Unit, choose
 from controller.state import ClusterState
 from gang.config import Config
-from tests.support.contract import GROUP, MIN, OWNER_UID, PLANNED_NODE
+from tests.support.contract import EXPECTED, GROUP, MIN, OWNER_UID, PLANNED_NODE, RESERVED_NODES
 from tests.support.state_objects import node, pod
 
 pytestmark = pytest.mark.unit
@@ -329,13 +330,71 @@ def test_no_preemption_for_equal_priority_never_or_when_off(case: str) -> None:
     assert ("its preemptionPolicy is Never" in decision.reason) == (case == "preemptionPolicy Never"), decision.reason
 
 
-def test_daemonset_static_and_terminating_pods_are_never_victims() -> None:
-    daemon = busy("daemon", "n0", "2", 0, ownerReferences=[{"apiVersion": "apps/v1", "kind": "DaemonSet",
-                                                             "name": "d", "uid": "d", "controller": True}])
-    leaving = busy("leaving", "n0", "2", 0, deletionTimestamp="2026-11-22T10:00:00Z")
-    state, engine = world(1, daemon, leaving, member("high-0", "high", 1, "2", 10))
+DAEMON = {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "d",
+                                "controller": True}]}
+# A static pod's mirror as the kubelet creates it: the config.mirror annotation, and owned by its Node.
+MIRROR_OWNER = {"ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "n0", "uid": "node-uid",
+                                     "controller": True}]}
+MIRROR_ANNOTATIONS = {"kubernetes.io/config.mirror": "5b7e1c0f", "kubernetes.io/config.source": "file",
+                      "kubernetes.io/config.hash": "5b7e1c0f"}
+NEVER_VICTIMS: dict[str, dict[str, Any]] = {
+    "DaemonSet pod": DAEMON,
+    "static pod (its mirror)": {**MIRROR_OWNER, "annotations": MIRROR_ANNOTATIONS},
+    "mirror pod by its annotation alone": {"annotations": MIRROR_ANNOTATIONS},
+    "mirror pod by its Node owner alone": MIRROR_OWNER,
+    "terminating pod": {"deletionTimestamp": "2026-11-22T10:00:00Z"},
+}
+
+
+@pytest.mark.parametrize("case", [*NEVER_VICTIMS, "plain pod"])
+def test_daemonset_static_and_terminating_pods_are_never_victims(case: str) -> None:
+    """n0: the pod of ``case`` and "small" (1 cpu each, priority 0) and 2 cpu of priority 11; high (2 cpu,
+    priority 10) fits only in place of the first two. With a plain pod they are its victims; the others never are,
+    and small alone would not make room: nothing is evicted, and it says so."""
+    candidate = busy("candidate", "n0", "1", 0, **NEVER_VICTIMS.get(case, {}))
+    objects = [candidate, busy("small", "n0", "1", 0), busy("p11", "n0", "2", 11), member("high-0", "high", 1, "2", 10)]
+    state, engine = world(1, *objects)
+    assert state.pods["uid-candidate"].permanent == (case in NEVER_VICTIMS and case != "terminating pod")
     cycle = engine.cycle(T0 + 1)
+    if case == "plain pod":
+        assert evicted(cycle) == ["candidate", "small"], gang_decision(cycle, "high").reason
+        return
     assert not cycle.preemptions and "would not make room" in gang_decision(cycle, "high").reason
+
+
+def test_a_staged_gang_preempts_for_its_expected_members_too_and_they_get_the_room() -> None:
+    """A Spark-like gang: its driver (1 cpu, priority 10) is all that exists, and announces 2 executors of 3 cpu.
+    Every node runs a 4-cpu pod of priority 0. Room for the driver alone is one victim; the whole gang needs two
+    nodes (driver + executor on one, the other executor on the other): two victims, and once they are gone the
+    driver is released with the executors' slots reserved on exactly the nodes they freed. A later gang of priority
+    0 (3 cpu) takes none of those slots; the executors, created later, are released into them."""
+    driver = member("driver", "spark", 3, "1", 10)
+    driver["metadata"]["annotations"][EXPECTED] = json.dumps(
+        [{"role": "executor", "count": 2, "requests": {"cpu": "3"}}])
+    state, engine = world(3, *(busy(f"p{i}", f"n{i}", "4", 0) for i in range(3)), driver)
+    cycle = engine.cycle(T0 + 1)
+    decision = gang_decision(cycle, "spark")
+    assert decision.cause == Cause.PREEMPTING and not cycle.releases, decision.reason
+    victims = evicted(cycle)
+    assert len(victims) == 2, (victims, decision.reason)
+    assert (cycle.preemptions[0].members, cycle.preemptions[0].nodes) == (3, 2)
+    freed = {f"n{name[1:]}" for name in victims}
+    for name in victims:
+        state.delete_pod(f"uid-{name}", T0 + 2)
+    (release,) = engine.cycle(T0 + 3).releases
+    assert release.pod.name == "driver" and {release.node, *release.reserved_nodes} == freed, release
+    assert len(release.reserved_nodes) == 2
+    bound = member("driver", "spark", 3, "1", 10, where=release.node)  # the release lands, the driver runs
+    bound["metadata"]["annotations"].update({EXPECTED: driver["metadata"]["annotations"][EXPECTED],
+                                             RESERVED_NODES: json.dumps(release.reserved_nodes)})
+    state.upsert_pod(bound, T0 + 4)
+    state.upsert_pod(member("other-0", "other", 1, "3", 0), T0 + 4)
+    cycle = engine.cycle(T0 + 5)
+    assert not cycle.releases and not cycle.preemptions, gang_decision(cycle, "other").reason
+    for i in range(2):
+        state.upsert_pod(member(f"exec-{i}", "spark", 3, "3", 10), T0 + 6)
+    cycle = engine.cycle(T0 + 7)
+    assert sorted(r.node for r in cycle.releases) == sorted(release.reserved_nodes), cycle.releases
 
 
 def test_the_room_its_victims_free_is_held_for_it() -> None:
@@ -451,3 +510,55 @@ def test_after_a_restart_pods_preempted_earlier_and_still_terminating_are_waited
     decision = gang_decision(cycle, "high")
     assert not cycle.preemptions and decision.cause == Cause.PREEMPTING
     assert "still terminate on the nodes its plan needs" in decision.reason, decision.reason
+
+
+# --- the choice among nodes, table-driven (kube-scheduler's TestPickOneNodeForPreemption) --------------------------
+
+
+def aged(obj: dict[str, Any], created: str) -> dict[str, Any]:
+    obj["metadata"]["creationTimestamp"] = created
+    return obj
+
+
+NODE_CASES = [
+    # (name, 4-cpu nodes n0.., pods on them, the preemptor's members of 4 cpu each, the pods it evicts)
+    ("fewest pods", 2, [busy("a", "n0", "2"), busy("b", "n0", "2"), busy("c", "n1", "4")], 1, ["c"]),
+    ("the lowest highest priority, even with more pods", 2,
+     [busy("high", "n0", "4", 5), busy("a", "n1", "2", 1), busy("b", "n1", "2", 1)], 1, ["a", "b"]),
+    ("a pod over a gang's two", 2,
+     [member("g-0", "g", 2, "2", where="n0"), member("g-1", "g", 2, "2", where="n0"), busy("p", "n1", "4")], 1, ["p"]),
+    ("the newest", 2,
+     [aged(busy("old", "n0", "4"), "2026-11-22T08:00:00Z"), aged(busy("new", "n1", "4"), "2026-11-22T09:00:00Z")],
+     1, ["new"]),
+    ("two members, on the nodes that cost least", 3,
+     [busy("a", "n0", "2"), busy("b", "n0", "2"), busy("c", "n1", "4"), busy("d", "n2", "4")], 2, ["c", "d"]),
+    ("no victim where room is free", 3, [busy("a", "n0", "4"), busy("b", "n1", "4")], 1, []),
+]
+
+
+@pytest.mark.parametrize("name, nodes, objects, size, victims", NODE_CASES, ids=[c[0] for c in NODE_CASES])
+def test_the_nodes_whose_victims_cost_least(name: str, nodes: int, objects: list[dict[str, Any]], size: int,
+                                            victims: list[str]) -> None:
+    state, engine = world(nodes, *objects, *(member(f"hi-{i}", "hi", size, "4", 10) for i in range(size)))
+    cycle = engine.cycle(T0 + 1)
+    assert evicted(cycle) == victims, gang_decision(cycle, "hi").reason
+
+
+def test_the_rounds_of_a_preemption_end_and_let_its_room_go() -> None:
+    """An interloper (another scheduler's pod) takes the room each round's victims free: the preemptor preempts
+    again, ``MAX_ROUNDS`` times in all, then says so, preempts nothing and holds no room; it starts once room frees."""
+    state, engine = world(1, busy("low", "n0", "4"), member("hi-0", "hi", 1, "4", 10))
+    gone = "low"
+    for round_ in range(1, preemption.MAX_ROUNDS + 1):
+        cycle = engine.cycle(T0 + 2 * round_)
+        assert evicted(cycle) == [gone] and f"round {round_}" in gang_decision(cycle, "hi").reason
+        state.delete_pod(f"uid-{gone}", T0 + 2 * round_ + 0.5)
+        gone = f"interloper-{round_}"
+        state.upsert_pod(busy(gone, "n0", "4", 5), T0 + 2 * round_ + 0.6)
+    cycle = engine.cycle(T0 + 10)
+    waits = gang_decision(cycle, "hi")
+    assert not cycle.preemptions and waits.decision == Verdict.WAIT
+    assert f"its {preemption.MAX_ROUNDS} rounds of preemption are used up" in waits.reason, waits.reason
+    assert not engine.preemption.held().get(waits.key), "no room held for it any more"
+    state.delete_pod(f"uid-{gone}", T0 + 11)
+    assert [r.pod.name for r in engine.cycle(T0 + 12).releases] == ["hi-0"]

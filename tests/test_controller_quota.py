@@ -4,6 +4,7 @@ below is worked out in the comment above it from the Queues' specs."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from controller.engine import Cause, Engine, Verdict
 from controller.quota import MAX_SHARE
 from controller.state import ClusterState
 from gang.config import Config
-from tests.support.contract import GROUP, MIN, OWNER, OWNER_UID
+from tests.support.contract import EXPECTED, GROUP, MIN, OWNER, OWNER_UID, RESERVED_NODES
 from tests.support.state_objects import node, pod, root, watch_roots
 
 pytestmark = pytest.mark.unit
@@ -279,3 +280,86 @@ def test_fair_sharing_preemption_never_takes_from_a_queue_whose_share_would_fall
     state, engine = world(3, queues, *pods)
     cycle = engine.cycle(T0 + 1)
     assert not cycle.preemptions and decision(cycle, "b1", "b").cause == Cause.QUOTA
+
+
+def test_a_borrowers_gang_of_higher_priority_never_takes_a_lenders_gang_by_priority() -> None:
+    # qa (8) and qb (4), cohort c, one 8-cpu node: qa's a1 (4 x 1, priority 0) runs within its nominal; qb's b1
+    # (4 x 1, priority 10) fills qb's nominal. qb's b2 (2 x 1, priority 10) would borrow, and the node is full.
+    # By priority alone b2 would evict a1, and a1 would then reclaim its nominal back from the borrower, round
+    # after round. Gangs of Queues go only as the preemptor's Queue allows: a1 stays, and it settles.
+    queues = [queue("qa", "8", "a", "c"), queue("qb", "4", "b", "c")]
+    pods = [*gang("a1", 4, "1", "a", where=["n0"] * 4, created="2026-11-22T08:00:00Z"),
+            *gang("b1", 4, "1", "b", where=["n0"] * 4, priority=10, created="2026-11-22T08:00:00Z"),
+            *gang("b2", 2, "1", "b", priority=10, created="2026-11-22T09:00:00Z")]
+    state, engine = world(1, queues, *pods)
+    for t in range(1, 4):
+        cycle = engine.cycle(T0 + t)
+        b2 = decision(cycle, "b2", "b")
+        assert not cycle.preemptions and b2.decision == Verdict.WAIT, b2.reason
+
+
+def test_a_gang_in_a_queue_still_preempts_pods_of_no_gang_by_priority() -> None:
+    # the same gang b2, the node's room held by a plain pod of priority 0 (no gang, no Queue): it goes
+    plain = member("plain", "none", 1, "4", where="n0", namespace="c")
+    del plain["metadata"]["labels"][GROUP], plain["metadata"]["labels"][MIN]
+    queues = [queue("qa", "8", "a", "c"), queue("qb", "4", "b", "c")]
+    state, engine = world(1, queues, plain, *gang("b1", 4, "1", "b", where=["n0"] * 4, priority=10),
+                          *gang("b2", 2, "1", "b", priority=10))
+    cycle = engine.cycle(T0 + 1)
+    assert [u.name for p in cycle.preemptions for u in p.victims] == ["pod c/plain"], decision(cycle, "b2", "b").reason
+
+
+def test_members_beyond_the_minimum_are_released_only_within_quota() -> None:
+    # team (3): a gang of minMember 2 with 4 members of 1 cpu; two run: one more fits the quota, the fourth waits
+    pods = [member(f"e-{i}", "e", 2, "1", where="n0" if i < 2 else "") for i in range(4)]
+    state, engine = world(2, [queue("team", "3", "ml")], *pods)
+    first = engine.cycle(T0 + 1)
+    assert [r.pod.name for r in first.releases] == ["e-2"]
+    assert "1 member(s) beyond its minimum wait for its Queue" in decision(first, "e").reason
+    state.upsert_pod(member("e-2", "e", 2, "1", where="n0"), T0 + 1.5)
+    again = engine.cycle(T0 + 2)
+    assert not again.releases and engine.quota.queues["team"].usage == {"cpu": 3}
+
+
+def test_a_staged_gangs_expected_members_count_in_its_queues_usage() -> None:
+    # team (5): a driver (1 cpu, minMember 2) announces one executor of 3 cpu to come: it is admitted for 4, and
+    # once released its queue counts 4 (1 running, 3 held for the executor): "next" (2 x 1 cpu) would make 6
+    driver = member("d-0", "drv", 2, "1")
+    driver["metadata"]["annotations"][EXPECTED] = json.dumps([{"role": "executor", "count": 1,
+                                                               "requests": {"cpu": "3"}}])
+    state, engine = world(2, [queue("team", "5", "ml")], driver)
+    first = engine.cycle(T0 + 1)
+    assert released(first) == {"ml/drv"}
+    bound = member("d-0", "drv", 2, "1", where=first.releases[0].node)
+    bound["metadata"]["annotations"] = {**driver["metadata"]["annotations"],
+                                        RESERVED_NODES: json.dumps(list(first.releases[0].reserved_nodes))}
+    state.upsert_pod(bound, T0 + 1.5)
+    for obj in gang("next", 2, "1"):
+        state.upsert_pod(obj, T0 + 1.6)
+    nxt = decision(engine.cycle(T0 + 2), "next")
+    assert nxt.cause == Cause.QUOTA and "cpu 4/5 nominal" in nxt.reason, nxt.reason
+
+
+def test_a_running_gang_whose_root_cannot_be_read_keeps_its_queue() -> None:
+    # a running gang whose root names Queue "named" (its namespace selects "nsq"): while its root cannot be read its
+    # usage stays in "named", never moves to the Queue its namespace would give a root naming none
+    pods = gang("job", 2, "1", where=["n0", "n0"])
+    for obj in pods:
+        obj["metadata"]["annotations"][OWNER] = "kubeflow.org/v1/PyTorchJob/job"
+    state, engine = world(1, [queue("named", "8"), queue("nsq", "8", "ml")], *pods)
+    job = root("kubeflow.org/v1", "PyTorchJob", "job", "root-ml-job", {"kubenexus.io/queue": "named"})
+    watch_roots(state, job)
+    engine.cycle(T0 + 1)
+    assert engine.quota.queues["named"].usage == {"cpu": 2} and not engine.quota.queues["nsq"].usage
+    state.delete_root("kubeflow.org", "PyTorchJob", job)  # deleted; its pods run until the garbage collector acts
+    engine.cycle(T0 + 2)
+    assert engine.quota.queues["named"].usage == {"cpu": 2} and not engine.quota.queues["nsq"].usage
+
+
+def test_a_queue_without_a_cohort_over_its_quota_says_so_and_names_no_cohort() -> None:
+    # team (2) has no cohort; a gang of 4 x 1 cpu runs (its quota was lowered since): 2 cpu above nominal
+    state, engine = world(1, [queue("team", "2", "ml")], *gang("big", 4, "1", where=["n0"] * 4))
+    engine.cycle(T0 + 1)
+    status = engine.quota.status("team")
+    assert status["borrowing"] == {"cpu": "2"}
+    assert "using 2 cpu above its nominal quota without a cohort" in str(status["conditions"]), status
