@@ -46,11 +46,18 @@ def slimmed(obj: Obj) -> Obj:
     return slim.decode(kind_of(obj), json.dumps(obj).encode())
 
 
-# Every annotation the contract reads on roots (keys.read_on_roots), ours and JobSet's, and one it does not.
-ALL_READ = {OPT_IN: "true", keys.SCHEDULE_TIMEOUT_SECONDS: "600", keys.BEST_EFFORT: "true",
-            keys.TOPOLOGY_PREFERRED: "example.com/rack",
-            f"{keys.TOPOLOGY_REQUIRED_ROLE_PREFIX}worker": "example.com/zone",
-            keys.JOBSET_EXCLUSIVE_TOPOLOGY: "example.com/rack", "example.com/not-ours": "x"}
+# Every annotation the contract reads on roots, from its one definition (gang/keys.py): ours, those it honours, and
+# each per-role prefix with a role. Not written out here: a key added there is in ALL_READ at once, and
+# test_every_root_annotation_the_contract_reads_has_a_value fails until VALUES gives it a value it means.
+ROLE_PREFIXES = tuple(value for name, value in vars(keys).items() if name.endswith("_ROLE_PREFIX"))
+READ_KEYS = (*keys.ROOT_ANNOTATIONS, *keys.HONOURED_ROOT_ANNOTATIONS, *(prefix + "worker" for prefix in ROLE_PREFIXES))
+VALUES = {OPT_IN: "true", keys.MIN_AVAILABLE: "2", keys.GROUP_NAME: "renamed", keys.SCHEDULE_TIMEOUT_SECONDS: "600",
+          keys.BEST_EFFORT: "true", keys.TOPOLOGY_REQUIRED: "example.com/zone",
+          keys.TOPOLOGY_PREFERRED: "example.com/rack", keys.QUEUE: "research",
+          f"{keys.TOPOLOGY_REQUIRED_ROLE_PREFIX}worker": "example.com/zone",
+          keys.JOBSET_EXCLUSIVE_TOPOLOGY: "example.com/rack"}
+NOT_OURS = "example.com/not-ours"
+ALL_READ = {**{key: VALUES.get(key, "1") for key in READ_KEYS}, NOT_OURS: "x"}
 CASES = [(name, ann, label) for name in SCENARIOS for ann in (ALL_READ, {}) for label in (None, "enabled", "disabled")]
 
 
@@ -77,12 +84,23 @@ def test_decisions_on_full_and_slim_owners_are_the_same(name: str, ann: Obj, lab
         listed = controller_slim.ROOTS.page(json.dumps({"metadata": {}, "items": [root]}).encode())["items"]
         read = dict(snapshot(listed).constraints(view))  # type: ignore[arg-type]
         assert read == {k: v for k, v in root["metadata"]["annotations"].items() if keys.read_on_roots(k)}
-        assert read.items() >= {k: v for k, v in ann.items() if k != "example.com/not-ours"}.items()
+        assert set(read) >= set(ann) - {NOT_OURS}, "every key read on roots kept (values: the root's own, above)"
         assert dict(snapshot(full).constraints(view)) == read  # type: ignore[arg-type]
         assert {k: v for k, v in slimmed(root)["metadata"].get("annotations", {}).items()} == read
         unresolved_pod = {**copy.deepcopy(scenario.pod), "metadata": {
             **copy.deepcopy(scenario.pod["metadata"]), "namespace": NS, "uid": "pod-uid"}}
         assert resolve(unresolved_pod, thin_source, config) == resolve(unresolved_pod, full_source, config)
+
+
+def test_every_root_annotation_the_contract_reads_has_a_value() -> None:
+    """ALL_READ is derived from gang/keys.py; a key read on roots that it lacks, or that has no value of its own in
+    VALUES, would go unchecked by the comparison above."""
+    spelled = {value for value in vars(keys).values() if isinstance(value, str) and keys.read_on_roots(value)}
+    assert spelled <= {keys.PREFIX, *keys.ROOT_ANNOTATIONS, *keys.HONOURED_ROOT_ANNOTATIONS, *ROLE_PREFIXES}, \
+        "a key read on roots that is in neither ROOT_ANNOTATIONS nor HONOURED_ROOT_ANNOTATIONS"
+    assert ROLE_PREFIXES == (keys.TOPOLOGY_REQUIRED_ROLE_PREFIX,)
+    assert sorted(VALUES) == sorted(READ_KEYS), "give each key read on roots a value in VALUES"
+    assert all(keys.read_on_roots(key) for key in READ_KEYS) and not keys.read_on_roots(NOT_OURS)
 
 
 def test_every_kind_the_walk_reads_has_a_slim_shape() -> None:

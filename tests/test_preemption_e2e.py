@@ -4,7 +4,8 @@ period, the scheduler (DefaultPreemption on, as kube-scheduler's default profile
 
 Four nodes of 4 cpu (``pool=cpu``). Every victim is watched from its creation: a victim must carry the
 ``DisruptionTarget`` condition (reason ``PreemptionByGangAdmission``) before it is deleted, a gang victim goes
-whole, and the preemptor stays gated until every victim is gone.
+whole, and the preemptor stays gated until every victim is gone; the controller's /metrics count each preemption
+and the pods it took, by kind.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ import contextlib
 import json
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client, watch
 from kubernetes.client import ApiException
+from prometheus_client.parser import text_string_to_metric_families
 
 from cluster.local import LocalCluster, NodeSpec
 from controller.run import PREEMPTION_REASON, Controller
@@ -191,14 +194,33 @@ def reason_of(kube: Kube, ns: str, name: str) -> str:
     return str(((podgroup(kube.api_client, ns, name) or {}).get("status") or {}).get("reason", ""))
 
 
-def test_a_gang_of_higher_priority_evicts_a_lower_gang_whole_and_starts(kube: Kube, ns: str) -> None:
+def preemption_counts(controller: Controller) -> tuple[float, float, float]:
+    """From the controller's /metrics as Prometheus scrapes it: preemptions started, pods preempted of gangs, other
+    pods preempted (the controller is the module's: a test compares before and after)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{controller.health_port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    samples = {(s.name, s.labels.get("kind", "")): s.value
+               for family in text_string_to_metric_families(text) for s in family.samples}
+    return (samples[("kubenexus_controller_preemptions_total", "")],
+            samples[("kubenexus_controller_preempted_pods_total", "gang")],
+            samples[("kubenexus_controller_preempted_pods_total", "pod")])
+
+
+def counted_since(controller: Controller, before: tuple[float, float, float]) -> tuple[float, ...]:
+    return tuple(now - then for now, then in zip(preemption_counts(controller), before, strict=True))
+
+
+def test_a_gang_of_higher_priority_evicts_a_lower_gang_whole_and_starts(kube: Kube, ns: str,
+                                                                        controller: Controller) -> None:
     # batch (priority 100): 4 x 3 cpu, one member per node. urgent (1000): 2 x 3 cpu needs two nodes with 3 cpu
     # free: only with batch gone, and batch goes whole (all four members, not the two urgent's plan uses).
     with pod_log(kube, ns) as log:
         kube.create(ns, job("batch", 3, "3", "low"))
         victims = running_gang(kube, ns, "batch", 4)
+        before = preemption_counts(controller)
         kube.create(ns, job("urgent", 1, "3", "high"))
         winners = running_gang(kube, ns, "urgent", 2)
+        assert counted_since(controller, before) == (1, 4, 0), "one preemption, of the 4 members of a gang"
         wait_for(lambda: all(log.gone_at(uid) for uid in uids(victims)), TIMEOUT, "every batch member gone")
         assert all(log.marked_then_deleted(uid) for uid in uids(victims)), "DisruptionTarget before the deletion"
         # the preemptor was released only once its victims were gone
@@ -243,7 +265,7 @@ def test_no_preemption_when_futile_at_equal_priority_or_with_preemption_policy_n
         assert (podgroup(kube.api_client, ns, name) or {})["status"]["phase"] == "Waiting", name
 
 
-def test_single_pod_victims_are_chosen_minimally(kube: Kube, ns: str) -> None:
+def test_single_pod_victims_are_chosen_minimally(kube: Kube, ns: str, controller: Controller) -> None:
     # p-0: four 1 cpu pods (100); p-1: 3 cpu + 1 cpu (100); p-2: 3 cpu (50) + 1 cpu (100); p-3: 4 cpu (2000).
     # A one-pod gang of 3 cpu (1000) could go to p-0 (three victims), p-1 or p-2 (one each): kube-scheduler's
     # order takes the plan whose highest-priority victim is lowest, so p-2's 3 cpu pod of priority 50, alone.
@@ -255,11 +277,13 @@ def test_single_pod_victims_are_chosen_minimally(kube: Kube, ns: str) -> None:
     plain(kube, ns, "side-2", "1", "low", "p-2")
     plain(kube, ns, "system", "4", "critical", "p-3")
     wait_pods(kube, ns, lambda pods: len(pods) == 9 and all(map(running, pods)), "the plain pods running")
+    before = preemption_counts(controller)
     with pod_log(kube, ns) as log:
         kube.create(ns, solo("urgent", "3", "high"))
         [winner] = running_gang(kube, ns, "urgent", 1)
     assert winner["spec"]["nodeName"] == "p-2"
     assert log.marked() == {"big-50"}
+    assert counted_since(controller, before) == (1, 0, 1), "one preemption, of one pod that is no gang's"
     assert {p["metadata"]["name"] for p in kube.pods(ns) if not p["metadata"]["name"].startswith("urgent")} == {
         *(f"small-{i}" for i in range(4)), "big-100", "side-1", "side-2", "system"}
 

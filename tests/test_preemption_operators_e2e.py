@@ -125,6 +125,16 @@ def scheduled_spark(create: Callable[[Obj], Obj]) -> Victim:
     return Victim(schedule, run)
 
 
+def restarting(kind: str, policy: str | None) -> Obj:
+    """A training job whose replicas have ``restartPolicy`` ``policy`` (None: unset, the kind's default)."""
+    job = training_job(kind, VICTIM, OPTED_IN)
+    for replica in next(iter(job["spec"].values())).values():
+        replica.pop("restartPolicy")
+        if policy is not None:
+            replica["restartPolicy"] = policy
+    return job
+
+
 def jobset_ignoring() -> Obj:
     root = jobset(VICTIM, OPTED_IN)
     for rjob in root["spec"]["replicatedJobs"]:
@@ -178,9 +188,12 @@ LANES = [
     Lane("PyTorchJob", one(pytorchjob(VICTIM, OPTED_IN)), RECREATED, 3),
     Lane("PaddleJob", one(training_job("PaddleJob", VICTIM, OPTED_IN)), RECREATED, 4),
     Lane("JAXJob", one(training_job("JAXJob", VICTIM, OPTED_IN)), RECREATED, 2),
+    # JAXJob as commonly written: no restartPolicy, its default Never; the replica left short fails the job
+    Lane("JAXJob-Never", one(restarting("JAXJob", None)), FAILED, 2, reason="JAXJobFailed"),
     # a failed replica fails a TFJob that is not restarting yet, an XGBoostJob unless it restarts on ExitCode
     Lane("TFJob", one(tfjob(VICTIM, OPTED_IN)), FAILED, 4, reason="TFJobFailed"),
     Lane("XGBoostJob", one(training_job("XGBoostJob", VICTIM, OPTED_IN)), FAILED, 3, reason="XGBoostJobFailed"),
+    Lane("XGBoostJob-ExitCode", one(restarting("XGBoostJob", "ExitCode")), RECREATED, 3),
     # workers created again; the launcher Job counts its deleted pod and replaces it after its back-off
     Lane("MPIJob", one(mpijob(VICTIM, OPTED_IN)), RECREATED, 3, failures=1),
     # each Job counts its deleted pods (2 + 2 + 1, within backoffLimit 6) and replaces them after its back-off

@@ -35,6 +35,7 @@ from tests.support.gang_pods import (
     wait_pods,
 )
 from tests.support.kube import Kube, admitted
+from tests.support.kubectl import Kubectl
 from tests.support.podgroups import install_crd, podgroup
 from tests.support.polling import stays, wait_for
 from tests.support.roots import OPTED_IN, Obj, meta, pod_spec
@@ -187,14 +188,32 @@ def without_root_listing(cluster: LocalCluster, kube: Kube) -> None:
     cluster.enforce_rbac(CONTROLLER)
 
 
+def described_warnings(kubectl: Kubectl, ns: str, kind: str, name: str) -> list[str]:
+    """The Warning Events ``kubectl describe`` lists under an object, a line each (type, reason, age, from, note)."""
+    listed = kubectl("describe", kind, name, "-n", ns).stdout.partition("\nEvents:")[2]
+    return [line.strip() for line in listed.splitlines() if line.strip().startswith("Warning ")]
+
+
+def wait_warned(kubectl: Kubectl, ns: str, kind: str, name: str, reason: str, *words: str) -> str:
+    """The line of a Warning ``reason`` with ``words`` in its note, once ``kubectl describe`` lists it."""
+    return wait_for(lambda: next((line for line in described_warnings(kubectl, ns, kind, name)
+                                  if reason in line.split() and all(w in line for w in words)), None),
+                    TIMEOUT, lambda: f"{reason} ({words}) under {kind} {name}: "
+                                     f"{described_warnings(kubectl, ns, kind, name)}")
+
+
 def test_a_root_the_controller_may_not_list_holds_its_gang_which_never_starts_outside_its_rack(
-        kube: Kube, cluster: LocalCluster, ns: str, controller: Callable[..., Controller]) -> None:
+        kube: Kube, cluster: LocalCluster, ns: str, controller: Callable[..., Controller], tmp_path: Any) -> None:
     without_root_listing(cluster, kube)
     rack_job(kube, ns)
     controller()
     found = wait_status(kube, ns, "train", lambda s: "HTTP 403" in s.get("reason", ""), "the list refused")
     assert "cannot be read" in found["reason"] and found["waitingFor"] == "its root's constraints", found
     assert {c["type"]: c["reason"] for c in found["conditions"]}["Schedulable"] == "ConstraintsUnknown"
+    # Told where users look: ``kubectl describe`` of the root and of a gated member lists the warning and why.
+    kubectl = Kubectl(cluster.kubeconfig, tmp_path / "kube-cache")
+    for kind, name in (("pytorchjob", "train"), ("pod", "train-master-0")):
+        wait_warned(kubectl, ns, kind, name, "GangConstraintsUnknown", "cannot be read", "HTTP 403")
     members = lambda: kube.pods(ns, f"{JOB_NAME}=train")  # noqa: E731
     stays(lambda: all(gated(p) for p in members()), "it fits across the racks, but its request cannot be read")
     cluster.api.authorizer = None  # the permission back: the watch lists, the request is known
