@@ -1,12 +1,12 @@
 # syntax=docker/dockerfile:1
 # The KubeNexus Gang Admission image: `kubenexus webhook` and `kubenexus controller` (deploy/).
-#   docker build -t kubenexus-gang-admission:0.1.0 .
+#   docker build -t kubenexus-gang-admission:0.2.0 .
 # The base is pinned to an exact Python patch release and Debian release; to pin it by digest as well:
 #   docker build --build-arg PYTHON_IMAGE=python:3.11.13-slim-bookworm@sha256:<digest> ...
 ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
 # The project's version (pyproject.toml, the one source): the image's version label. The build fails unless the
 # installed `kubenexus --version` says the same (tests/test_release.py checks this default against pyproject.toml).
-ARG VERSION=0.1.0
+ARG VERSION=0.2.0
 
 # --- build: install the project (pip install .) into a self-contained virtual environment ---------------
 FROM ${PYTHON_IMAGE} AS build

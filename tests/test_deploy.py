@@ -762,6 +762,10 @@ def subset(expected: Any, actual: Any) -> bool:
     return expected == actual
 
 
+MAJOR, MINOR = release.version().split(".")[:2]
+NEXT = f"{MAJOR}.{int(MINOR) + 1}.0"  # the next minor release: an image tag this version's manifests do not carry
+
+
 def upgrade_dir(tmp_path: Path, variant: str) -> Path:
     """The next release, as far as the manifests go: a new image tag and a changed webhook setting."""
     directory = tmp_path / "next"
@@ -769,7 +773,7 @@ def upgrade_dir(tmp_path: Path, variant: str) -> Path:
     (directory / "kustomization.yaml").write_text(yaml.safe_dump({
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
         "resources": [os.path.relpath(ROOT / VARIANTS[variant], directory)],  # kustomize wants it relative
-        "images": [{"name": "kubenexus-gang-admission", "newTag": "0.2.0"}],
+        "images": [{"name": "kubenexus-gang-admission", "newTag": NEXT}],
         "patches": [{"target": {"kind": "ValidatingWebhookConfiguration"}, "patch": yaml.safe_dump(
             [{"op": "replace", "path": "/webhooks/0/timeoutSeconds", "value": 4}])}],
     }))
@@ -807,7 +811,7 @@ def test_install_upgrade_uninstall(local: tuple[LocalCluster, Kubectl], rendered
             assert hook["timeoutSeconds"] == (4 if kind.startswith("Validating") and index == 0 else 5)
     for name in ("kubenexus-webhook", "kubenexus-controller"):
         deployment = now[("Deployment", NAMESPACE, name)]
-        assert container(deployment)["image"] == "kubenexus-gang-admission:0.2.0"
+        assert container(deployment)["image"] == f"kubenexus-gang-admission:{NEXT}"
         assert subset(one(objects, "Deployment", name)["spec"]["template"]["spec"]["securityContext"],
                       deployment["spec"]["template"]["spec"]["securityContext"])
 

@@ -1,18 +1,20 @@
 """``make release`` (tools/release.py): one manifest per variant, pinned to the one version, installed as
-``kubectl apply --server-side -f`` installs it, upgraded over the previous version's, and uninstalled as
+``kubectl apply --server-side -f`` installs it, upgraded over the previous release, and uninstalled as
 docs/tasks/uninstall.md says.
 
 The local cluster runs no Deployment pods: the components run here (``tests/support/deploy.py`` ``Installed``: the
 webhook as a process, the controller as a thread, each with the installed ConfigMap's settings), and the webhook
-configurations call the webhook by URL. In the upgrade, what changes is the manifests (the previous version's:
-the latest release tag, else the commit before this one, from git); the components are this tree's before and
-after, restarted as a rollout restarts them.
+configurations call the webhook by URL. The upgrade starts from the previous release (its tag, else its commit in
+``tools/release.py`` ``RELEASES``), read from git: its manifests installed and its own webhook and controller run
+(processes of its tree, ``FromTree``), then this version's manifests applied over them and this tree's components
+started in their place, as a rollout replaces the pods.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import io
+import json
 import re
 import shlex
 import subprocess
@@ -26,7 +28,7 @@ import yaml
 from cluster.local import LocalCluster
 from cluster.rbac import load_manifests
 from kubenexus import cli
-from tests.support.deploy import NAMESPACE, Installed
+from tests.support.deploy import CONFIGURATION, NAMESPACE, Installed, Kubectl
 from tests.support.gang_pods import JOB_NAME, TWO_POOLS, gated, running, torch_job, wait_pods
 from tests.support.podgroups import podgroup
 from tests.support.polling import wait_for
@@ -129,31 +131,56 @@ def test_a_fresh_install_comes_up_ready(dist: Path, tmp_path: Path) -> None:
             installed.stop()
 
 
-def previous_version(tmp_path: Path) -> Path:
-    """The previous version's tree (deploy/ and pyproject.toml): the latest release tag, else the commit before
-    this one."""
-    def git(*args: str) -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, timeout=60)
+def git(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, timeout=60)
 
+
+def previous_version(tmp_path: Path) -> tuple[str, Path]:
+    """The previous release and its whole tree (manifests and code), extracted from git: the newest release older
+    than this version, by its tag or else its commit in ``RELEASES``."""
     if git("rev-parse", "--git-dir").returncode != 0:
-        pytest.skip("not a git checkout: the previous version's manifests come from the history")
-    tag = git("describe", "--tags", "--abbrev=0", "HEAD")
-    commit = tag.stdout.decode().strip() if tag.returncode == 0 else "HEAD~1"
+        pytest.skip("not a git checkout: the previous release comes from the history")
+    tags = git("tag", "--merged", "HEAD").stdout.decode().split()
+    found = release.previous_release(VERSION, release.releases(tags))
+    assert found is not None, f"no release older than {VERSION}: tools/release.py RELEASES"
+    previous, commit = found
     if git("rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}").returncode != 0:
-        pytest.skip(f"{commit} is not in this clone's history (shallow?): git fetch --unshallow")
-    archive = git("archive", commit, "deploy", "pyproject.toml")
+        pytest.skip(f"{previous}'s commit {commit} is not in this clone's history (shallow?): git fetch --unshallow")
+    archive = git("archive", commit)
     assert archive.returncode == 0, archive.stderr.decode()
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
         tar.extractall(tmp_path / "previous", filter="data")
-    return tmp_path / "previous"
+    tree = tmp_path / "previous"
+    assert release.version(tree) == previous, f"{commit} is {release.version(tree)}, not {previous}"
+    return previous, tree
+
+
+@pytest.mark.unit
+def test_the_previous_release_is_the_newest_older_one_its_tag_first() -> None:
+    assert release.previous_release(VERSION, release.releases()) is not None, "RELEASES: the release before this one"
+    released = release.releases(["v0.1.0", "0.3.0", "nightly", "v1.2"])
+    assert released["0.1.0"] == "v0.1.0" and released["0.3.0"] == "0.3.0" and "nightly" not in released
+    assert release.previous_release("0.3.0", released) == ("0.1.0", "v0.1.0")
+    assert release.previous_release("0.10.0", released) == ("0.3.0", "0.3.0")  # by number, not by text
+    assert release.previous_release("0.1.0", released) is None
 
 
 def uninstall_steps(file: str) -> list[list[str]]:
-    """docs/tasks/uninstall.md: its kubectl commands, in order, for the release ``file``."""
+    """docs/tasks/uninstall.md: its kubectl commands, in order, for the release ``file`` in place of the base's."""
     page = (ROOT / "docs" / "tasks" / "uninstall.md").read_text()
     block = page.split("```sh\n", 1)[1].split("```", 1)[0]
-    return [shlex.split(line.split("#", 1)[0].replace("kubenexus-gang-admission.yaml", file))[1:]
+    base = f"dist/{release.VARIANTS[0].file}"
+    assert f"-f {base} " in block, f"docs/tasks/uninstall.md: no step deletes -f {base}"
+    return [shlex.split(line.split("#", 1)[0].replace(base, file))[1:]
             for line in block.splitlines() if line.startswith("kubectl ")]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("page", ["install.md", "upgrade.md", "uninstall.md"])
+def test_the_tasks_name_the_release_files_where_make_release_writes_them(page: str) -> None:
+    text = (ROOT / "docs" / "tasks" / page).read_text()
+    named = set(re.findall(r"-f (\S*kubenexus-gang-admission\S*\.yaml)", text))
+    assert named and named <= {f"dist/{variant.file}" for variant in release.VARIANTS}, named
 
 
 def ours(installed: Installed) -> list[tuple[str, str, str]]:
@@ -165,19 +192,33 @@ def ours(installed: Installed) -> list[tuple[str, str, str]]:
                   or (obj["metadata"].get("labels") or {}).get(PART_OF[0]) == PART_OF[1])
 
 
+def configurations(source: Path | Kubectl) -> dict[str, dict[str, object]]:
+    """What decides which requests reach the webhook, per configuration and entry: its rules, selectors and
+    matchConditions (empty selectors as absent, as the apiserver defaults them), from a manifest or the cluster."""
+    if isinstance(source, Path):
+        found = [o for o in load_manifests(source.read_text()) if o["kind"].endswith("WebhookConfiguration")]
+    else:
+        found = [json.loads(source("get", kind, CONFIGURATION, "-o", "json"))
+                 for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")]
+    return {f"{obj['kind']}/{hook['name']}": {field: hook.get(field) or None for field in
+                                               ("rules", "namespaceSelector", "objectSelector", "matchConditions")}
+            for obj in found for hook in obj["webhooks"]}  # type: ignore[union-attr]
+
+
 @pytest.fixture
 def upgraded(dist: Path, tmp_path: Path) -> Iterator[tuple[Installed, str]]:
-    previous = previous_version(tmp_path)
+    """The previous release installed from its manifest, its own components running."""
+    previous, tree = previous_version(tmp_path)
     (tmp_path / "old").mkdir()
     old = tmp_path / "old" / release.VARIANTS[0].file
-    old.write_text(release.render(release.VARIANTS[0], IMAGE, root=previous))
+    old.write_text(release.render(release.VARIANTS[0], IMAGE, root=tree))
     with LocalCluster(nodes=list(TWO_POOLS), workdir=str(tmp_path / "cluster")) as cluster:
         cluster.run_components()
         installed = Installed(cluster, tmp_path)
         try:
             installed.apply(old)
-            installed.start()
-            yield installed, release.version(previous)
+            installed.start(tree=tree)
+            yield installed, previous
         finally:
             installed.stop()
 
@@ -197,13 +238,22 @@ def test_an_upgrade_loses_no_gang_and_the_uninstall_leaves_nothing(
     before_waiting = wait_pods(kube, ns, lambda pods: len(pods) == 3 and all(map(gated, pods)), "waiting gated",
                                f"{JOB_NAME}=waiting")
     groups = {name: podgroup(kube.api_client, ns, name)["metadata"]["uid"] for name in ("running", "waiting")}
+    deployment = kube.apps.read_namespaced_deployment("kubenexus-webhook", NAMESPACE)
+    assert deployment.metadata.labels["app.kubernetes.io/version"] == old_version != VERSION
+    assert installed.tree is not None and installed.tree.version == old_version and not installed.exited(), \
+        installed.exited()
 
-    # the upgrade: the new manifests over the old, then the components restarted
+
+    # the upgrade: the new manifests over the old, then this version's components in place of the old ones
+    previous = configurations(installed.kubectl)
+    local = installed.workdir / f"local-{release.VARIANTS[0].file}"  # what apply() applies: by URL
     applied = installed.apply(dist / release.VARIANTS[0].file)
     assert "deployment.apps/kubenexus-webhook serverside-applied" in applied, applied
     deployment = kube.apps.read_namespaced_deployment("kubenexus-webhook", NAMESPACE)
     assert deployment.spec.template.spec.containers[0].image == f"{IMAGE}:{VERSION}"
     assert deployment.metadata.labels["app.kubernetes.io/version"] == VERSION, f"from {old_version}"
+    assert configurations(installed.kubectl) == configurations(local) != previous, \
+        "the webhook configurations are this version's, nothing of the previous one's left"
     installed.stop()
     installed.start()
 
@@ -213,7 +263,8 @@ def test_an_upgrade_loses_no_gang_and_the_uninstall_leaves_nothing(
     assert uids(after_running) == uids(before_running) and all(map(running, after_running))
     after_waiting = kube.pods(ns, f"{JOB_NAME}=waiting")
     assert uids(after_waiting) == uids(before_waiting) and all(map(gated, after_waiting))
-    assert {name: podgroup(kube.api_client, ns, name)["metadata"]["uid"] for name in groups} == groups
+    assert {name: ((podgroup(kube.api_client, ns, name) or {}).get("metadata") or {}).get("uid")
+            for name in groups} == groups, "the same PodGroups"
     code, out = installed.doctor()
     assert code == 0, out
     kube.custom.delete_namespaced_custom_object("kubeflow.org", "v1", ns, "pytorchjobs", "running")
@@ -224,7 +275,7 @@ def test_an_upgrade_loses_no_gang_and_the_uninstall_leaves_nothing(
     # Queue) only when asked, in the last step
     queue = {"apiVersion": f"{QUEUE_GROUP}/v1alpha1", "kind": "Queue", "metadata": {"name": "team"}}
     kube.custom.create_cluster_custom_object(QUEUE_GROUP, "v1alpha1", "queues", queue)
-    steps = uninstall_steps(str(installed.workdir / f"local-{release.VARIANTS[0].file}"))
+    steps = uninstall_steps(str(local))
     crds = [("CustomResourceDefinition", "", f"{plural}.{QUEUE_GROUP}") for plural in ("podgroups", "queues")]
     installed.kubectl(*steps[0])
     assert not [k for k in ours(installed) if k[0].endswith("WebhookConfiguration")], ours(installed)

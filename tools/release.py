@@ -5,17 +5,20 @@ metadata, the image's ``org.opencontainers.image.version`` label is built from t
 the build checks against the installed command, and the manifests here get the image tag from it. Each variant is
 rendered by kustomize (``kubectl kustomize``, from the kubectl of the test extra) through a kustomization of its own
 that sets the image and labels every object ``app.kubernetes.io/version``. The files are for ``kubectl apply
---server-side -f`` (docs/tasks/install.md, docs/tasks/upgrade.md).
+--server-side -f`` (docs/tasks/install.md, docs/tasks/upgrade.md). Which commit each released version is, until the
+project publishes tags: ``RELEASES``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import tomllib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +52,38 @@ VARIANTS = (
     Variant("monitoring", "deploy/overlays/monitoring",
             "add-on: ServiceMonitors and PrometheusRule (Prometheus Operator), applied beside an installation"),
 )
+
+
+#: Each released version's commit, until the project publishes tags: where an upgrade starts from
+#: (tests/test_release.py installs the previous release's manifests and runs its components). A tag naming a version
+#: (``v0.1.0`` or ``0.1.0``), once there is one, wins over its row here (``releases``).
+RELEASES = {
+    "0.1.0": "e3caf574dd61613a0e94be34d550f74638f9b59e",
+}
+_RELEASE = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
+
+
+def releases(tags: Iterable[str] = ()) -> dict[str, str]:
+    """Each released version and the commit-ish to read it from: ``RELEASES``, each overridden by the tag naming
+    its version; tags that name no version (``X.Y.Z``, optionally ``v``-prefixed) are ignored."""
+    found = dict(RELEASES)
+    for tag in tags:
+        if matched := _RELEASE.fullmatch(tag):
+            found[".".join(matched.groups())] = tag
+    return found
+
+
+def previous_release(current: str, released: Mapping[str, str]) -> tuple[str, str] | None:
+    """The newest of ``released`` (version -> commit-ish) older than ``current``, or None: what this version is an
+    upgrade from."""
+    def key(v: str) -> tuple[int, ...]:
+        matched = _RELEASE.fullmatch(v)
+        if matched is None:
+            raise ValueError(f"not a release version: {v!r}")
+        return tuple(map(int, matched.groups()))
+
+    older = sorted((v for v in released if key(v) < key(current)), key=key)
+    return (older[-1], released[older[-1]]) if older else None
 
 
 def version(root: Path = ROOT) -> str:
