@@ -699,7 +699,7 @@ class Engine:
         token: Hashable = self._token(gang.key)
         spared: frozenset[GangKey] = frozenset()
         if isinstance(self.quota.of.get(gang.key), str):  # gangs of Queues go only as its Queue's policy says
-            spared, token = frozenset(self.quota.running), (*self._token(gang.key), self.state.queues.version)
+            spared, token = self.quota.spared, (*self._token(gang.key), self.state.queues.version)
         found = self.preemption.find(gang, members, request, held, token, spared)
         if isinstance(found, Futile):
             result.reason += f"; {found.reason}"

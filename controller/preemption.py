@@ -244,6 +244,7 @@ class Preemption:
         self._slots_token: Hashable = None
         self._held_on: dict[str, Resources] = {}  # the room held for gangs per node, as the slots were counted
         self._started = 0  # preemptions started: each holds more room
+        self._spared: tuple[Hashable, Mapping[str, list[tuple[int, Resources]]]] = (None, {})  # _spared_on_nodes
         self._spent = 0.0  # seconds of preemption searches in this pass (SEARCH_SECONDS)
 
     def prune(self, now: float) -> None:
@@ -421,7 +422,7 @@ class Preemption:
         if later is not None:  # not kept: it is searched for in a later pass
             return later
         protected = self._protected(priority, spared)
-        untouchable = self._spared_on_nodes(spared, priority)
+        untouchable = self._spared_on_nodes(spared)
 
         def made(level: int, spare: bool) -> Callable[[str], Resources]:
             def room(node: str) -> Resources:
@@ -497,17 +498,20 @@ class Preemption:
                 protected.setdefault(node, []).append((pod.priority, pod.usage))
         return protected
 
-    def _spared_on_nodes(self, spared: frozenset[GangKey], priority: int) -> dict[str, list[tuple[int, Resources]]]:
-        """Per node, the (priority, usage) of the lower-priority members of ``spared`` gangs counted in
-        ``room_below`` (charged, neither static nor terminating nor evicted): room priority preemption may not make."""
+    def _spared_on_nodes(self, spared: frozenset[GangKey]) -> Mapping[str, list[tuple[int, Resources]]]:
+        """Per node, the (priority, usage) of the members of ``spared`` gangs counted in ``room_below`` (charged,
+        neither static nor terminating nor evicted): room priority preemption may not make. Kept while the state and
+        ``spared`` stay the same (every gang of a Queue searching in a pass asks for the same)."""
         state = self.state
+        if self._spared[0] == (state.version, spared):
+            return self._spared[1]
         found: dict[str, list[tuple[int, Resources]]] = {}
         for key in spared:
             for pod in state.members(key):
                 node = state.charged_node(pod.uid)
-                if node and pod.priority < priority and not pod.deleting and not pod.permanent \
-                        and pod.uid not in state.evicted:
+                if node and not pod.deleting and not pod.permanent and pod.uid not in state.evicted:
                     found.setdefault(node, []).append((pod.priority, pod.usage))
+        self._spared = ((state.version, spared), found)
         return found
 
     def start(self, gang: Gang, victims: Victims, members: Sequence[Member], now: float) -> None:

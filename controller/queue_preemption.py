@@ -12,8 +12,9 @@ Kueue's rules (``pkg/scheduler/preemption``), for whole gangs:
   victims before it are gone, and only if the preemptor's Queue's weighted share with the gang admitted is at most
   the victim Queue's share without the victim (Kueue's ``LessThanOrEqualToFinalShare``): lending never costs a Queue
   its guaranteed share, and two Queues cannot take gangs back and forth.
-- **Minimal**: victims are added in that order until quota and a plan both hold, then the ones added before the last
-  are reprieved, the most important first, while both still hold.
+- **Minimal**: the shortest run of candidates, in that order, with which quota and a plan both hold (found by
+  halving: more victims only free more); then the ones before the last are reprieved, the most important first (at
+  most ``REPRIEVES`` of them), while both still hold.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from controller.state import ClusterState
 from controller.topology import Request
 from gang.queues import LOWER_PRIORITY, NEVER
 from gang.resources import Resources
+
+REPRIEVES = 16  # the most important victims tried for a reprieve (a plan each, over thousands of nodes at worst)
 
 
 @dataclass(frozen=True)
@@ -105,18 +108,23 @@ class Reclaim:
         if not candidates or self.quota.check(queue, demand, gang.key, _freed(candidates)) is not None:
             return None  # no victim could make its quota admit it (say, its own borrowing limit): its reason says why
         share = self.quota.share(queue, demand)
-        chosen: list[Candidate] = []
+        allowed: list[Candidate] = []  # in order, each allowed with the ones before it gone
         for candidate in candidates:
-            if candidate.other and not self._may_take(candidate, chosen, share):
-                continue
-            chosen.append(candidate)
-            if self._fits(queue, demand, gang, members, request, held, chosen) is not None:
-                break
-        else:
+            if not candidate.other or self._may_take(candidate, allowed, share):
+                allowed.append(candidate)
+        if self._fits(queue, demand, gang, members, request, held, allowed) is None:
             return Futile(f"taking the gangs its Queue {queue} may preempt ({len(candidates)}: lower-priority gangs of "
                           "its own Queue, gangs of borrowing Queues of its cohort, while they borrow) would not let it "
                           "fit")
-        for candidate in sorted(chosen[:-1], key=lambda c: c.unit.importance, reverse=True):
+        low, high = 1, len(allowed)  # the shortest prefix that fits: more victims only free more (a plan per step)
+        while low < high:
+            middle = (low + high) // 2
+            if self._fits(queue, demand, gang, members, request, held, allowed[:middle]) is not None:
+                high = middle
+            else:
+                low = middle + 1
+        chosen = allowed[:low]
+        for candidate in sorted(chosen[:-1], key=lambda c: c.unit.importance, reverse=True)[:REPRIEVES]:
             trial = [c for c in chosen if c is not candidate]
             if self._fits(queue, demand, gang, members, request, held, trial) is not None:
                 chosen = trial

@@ -84,6 +84,7 @@ class Quota:
         self.queues: dict[str, QueueView] = {}
         self.of: dict[GangKey, str | None | QueueProblem] = {}
         self.running: list[GangKey] = []  # the released gangs that belong to a Queue
+        self.spared: frozenset[GangKey] = frozenset()  # the same: what a gang of a Queue never takes by priority
         self._cohorts: dict[str, list[str]] = {}  # cohort -> its Queues
         self._nominal: dict[str, Resources] = {}  # cohort -> the sum of its Queues' nominal quota
         self._used: dict[str, Resources] = {}  # cohort -> the sum of their usage
@@ -101,7 +102,7 @@ class Quota:
               preempting: Mapping[GangKey, Resources]) -> None:
         """Each gang's Queue, and each Queue's usage, at the start of a pass (``preempting``: the demand of gangs
         whose victims are going, in ``held`` as the room held for them, so counted as their Queue's already)."""
-        self.queues, self.of, self.running = {}, {}, []
+        self.queues, self.of, self.running, self.spared = {}, {}, [], frozenset()
         self._cohorts, self._nominal, self._used = {}, {}, {}
         if not self.active:  # no Queue: a gang is in none, unless its root names one (which does not exist)
             for gang in gangs:
@@ -126,6 +127,7 @@ class Quota:
                     self.running.append(gang.key)
                 else:
                     view.pending += 1
+        self.spared = frozenset(self.running)
         for key in self.state.gangs:  # every gang holding room, those whose members all leave included
             members = self.state.members(key)
             found = self.of[key] if key in self.of else self._resolve(key, members[0])

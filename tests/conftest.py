@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
@@ -29,11 +30,12 @@ KINDS = ("unit", "e2e")
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Every temporary file of the run under pytest's own folder (which keeps the last three runs), this process's
-    and its subprocesses' alike: the workdirs of the local clusters a test builds and never starts (their keys and
-    kubeconfigs), the metrics folders of webhooks killed with SIGKILL. Nothing is left in the machine's /tmp."""
-    scratch = str(tmp_path_factory.mktemp("scratch"))
+def _scratch() -> Iterator[None]:
+    """Every temporary file of the run, this process's and its subprocesses' alike, in one folder removed at the end:
+    the workdirs of the local clusters a test builds and never starts (their keys and kubeconfigs), the metrics
+    folders of webhooks killed with SIGKILL. Nothing is left in the machine's /tmp. A short path, as a user's /tmp:
+    the demo prints paths within its line width."""
+    scratch = tempfile.mkdtemp(prefix="kn-")
     before = os.environ.get("TMPDIR"), tempfile.tempdir
     os.environ["TMPDIR"] = tempfile.tempdir = scratch
     yield
@@ -42,6 +44,7 @@ def _scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     else:
         os.environ["TMPDIR"] = before[0]
     tempfile.tempdir = before[1]
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 @pytest.hookimpl(tryfirst=True)
