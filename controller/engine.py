@@ -241,13 +241,13 @@ class Engine:
             if isinstance(queue, str) and decision.decision is Verdict.WAIT and decision.cause in _HOLDS_A_QUEUE:
                 self.quota.holds(queue, gang)
             decisions.append(decision)
-        over: dict[GangKey, tuple[GangDecision, int, str]] = {}  # extras their Queue holds back, per gang
+        held_back: dict[GangKey, tuple[GangDecision, list[str]]] = {}  # per gang, why its Queue holds back its extras
         for gang, decision, pod in extras:
             denied = self._extra(gang, decision, pod, held, claims, releases)
             if denied is not None:
-                over[gang.key] = (decision, over.get(gang.key, (decision, 0, ""))[1] + 1, denied.reason)
-        for decision, count, why in over.values():
-            decision.reason += f"; {count} member(s) beyond its minimum wait for its Queue: {why}"
+                held_back.setdefault(gang.key, (decision, []))[1].append(denied)
+        for decision, why in held_back.values():
+            decision.reason += f"; {len(why)} member(s) beyond its minimum wait for its Queue: {why[-1]}"
         self.backfill.end_pass(g.key for g in waiting)
         self.rooms.prune()
         return Cycle(decisions, releases, evictions, self._preemptions)
@@ -433,16 +433,16 @@ class Engine:
         return result, [p for p in waiting if p not in finishing]
 
     def _extra(self, gang: Gang, result: GangDecision, pod: PodView, held: Held, claims: dict[str, Resources],
-               releases: list[Release]) -> Denied | None:
+               releases: list[Release]) -> str | None:
         """An extra member of a running gang where it fits now, within what shadow plans leave (as backfill) and
-        what its Queue admits (its usage grows with it)."""
+        what its Queue admits (its usage grows with it); else why its Queue holds it back."""
         queue = self.quota.of.get(gang.key)
         if isinstance(queue, QueueProblem):
-            return None
+            return queue.reason
         demand = demand_of([pod])
         denied = self.quota.check(queue, demand) if queue is not None else None
         if denied is not None:
-            return denied
+            return denied.reason
         limits = self.backfill.limits(gang.key, held, claims) if claims else None
         found = self.fitting.plan(self._anchored(gang, [self.fitting.member(pod, gang)]), gang, held, limits)
         if found.placement:
@@ -696,10 +696,11 @@ class Engine:
         preempts (or waits for pods preempted earlier), False when preemption would not help (said in the reason)."""
         if any(p.node for p in gang.live) and request:  # members bound without a release fix their unit's domain
             members = self.fitting.anchored(members, gang, request)
-        token: Hashable = self._token(gang.key)
+        base = self._token(gang.key)
+        token: Hashable = base
         spared: frozenset[GangKey] = frozenset()
         if isinstance(self.quota.of.get(gang.key), str):  # gangs of Queues go only as its Queue's policy says
-            spared, token = self.quota.spared, (*self._token(gang.key), self.state.queues.version)
+            spared, token = self.quota.spared, (*base, self.state.queues.version)
         found = self.preemption.find(gang, members, request, held, token, spared)
         if isinstance(found, Futile):
             result.reason += f"; {found.reason}"

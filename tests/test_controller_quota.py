@@ -363,3 +363,12 @@ def test_a_queue_without_a_cohort_over_its_quota_says_so_and_names_no_cohort() -
     status = engine.quota.status("team")
     assert status["borrowing"] == {"cpu": "2"}
     assert "using 2 cpu above its nominal quota without a cohort" in str(status["conditions"]), status
+
+
+def test_members_beyond_the_minimum_of_a_gang_whose_queue_cannot_be_told_wait_and_say_why() -> None:
+    # two Queues select the namespace: a running gang's extra member is not released, and its reason says why
+    pods = [member(f"e-{i}", "e", 2, "1", where="n0" if i < 2 else "") for i in range(3)]
+    state, engine = world(2, [queue("q1", "8", "ml"), queue("q2", "8", "ml")], *pods)
+    cycle = engine.cycle(T0 + 1)
+    assert not cycle.releases
+    assert "1 member(s) beyond its minimum wait for its Queue: " in decision(cycle, "e").reason
